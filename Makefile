@@ -1,0 +1,47 @@
+# One entry point for people and CI. `make run` and `make test` are the README's two commands.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
+PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
+
+.PHONY: setup run test test-sqlite test-postgres lint format migrate clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+migrate: setup
+	$(BIN)/python manage.py migrate --noinput
+
+# The whole platform on SQLite: ASGI web server, django-q2 cluster and the reaper loop.
+run: migrate
+	$(BIN)/python manage.py run_platform
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py makemigrations --check --dry-run
+
+test-sqlite: setup
+	env -u DATABASE_URL $(PYTEST)
+
+test-postgres: setup
+	DATABASE_URL=$(PG_URL) $(PYTEST)
+
+# Lint, then the suite on SQLite, then on PostgreSQL (concurrency tests run only there).
+test: lint test-sqlite test-postgres
+
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,166 @@
+"""Settings, all from the environment.
+
+The embedded default is SQLite under ``var/`` with no other service. ``DATABASE_URL`` switches
+to PostgreSQL (psycopg 3); ``Q_BROKER=redis`` moves django-q2 to Redis for several machines.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def env_float(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = os.environ.get("SECRET_KEY", "insecure-development-key-set-SECRET_KEY-in-production")
+ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_q",
+    "jobs",
+    "documents",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+
+def database_config() -> dict[str, Any]:
+    url = os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'platform.sqlite3'}"
+    db: dict[str, Any] = dict(dj_database_url.parse(url))
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        # Several processes (web, q2 workers, reaper) share the file: WAL lets readers run beside
+        # the writer, IMMEDIATE takes the write lock at BEGIN so two writers queue instead of
+        # failing on upgrade, and the timeout is how long they queue.
+        db["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+        # A file, not memory, so that test processes (qcluster, uvicorn) see the test database.
+        db["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
+    else:
+        db["CONN_MAX_AGE"] = 0
+        if env_bool("DB_POOL"):
+            # The ASGI server runs requests on many threads; a pool bounds the connections.
+            db["OPTIONS"] = {"pool": {"min_size": 1, "max_size": env_int("DB_POOL_MAX", 8)}}
+    return db
+
+
+DATABASES = {"default": database_config()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
+MEDIA_URL = "media/"
+LOGIN_URL = "/accounts/login/"
+
+# --- the job engine -------------------------------------------------------------------------
+# Seconds a claim or heartbeat keeps the lease; the heartbeat renews it every third of that.
+JOBS_LEASE_SECONDS = env_float("JOBS_LEASE_SECONDS", 30)
+JOBS_HEARTBEAT_SECONDS = env_float("JOBS_HEARTBEAT_SECONDS", JOBS_LEASE_SECONDS / 3)
+# The reaper's loop period: a dead worker's job is stalled within lease + period (30 + 10 < 45 s).
+JOBS_REAPER_INTERVAL = env_float("JOBS_REAPER_INTERVAL", 10)
+# A queued, due job with no claim this long after its dispatch lost its q2 task (< 2 minutes).
+JOBS_REDISPATCH_AFTER = env_float("JOBS_REDISPATCH_AFTER", 60)
+# Progress events are appended at most this often per job.
+JOBS_PROGRESS_EVENT_SECONDS = env_float("JOBS_PROGRESS_EVENT_SECONDS", 1.0)
+# A worker writes progress at most this often (the last unit of a stage is always written).
+JOBS_PROGRESS_WRITE_SECONDS = env_float("JOBS_PROGRESS_WRITE_SECONDS", 0.5)
+# Extra modules that register pipelines (tests and add-ons; apps register in ready()).
+JOBS_PIPELINE_MODULES = [m for m in os.environ.get("JOBS_PIPELINE_MODULES", "").split(",") if m]
+
+# --- django-q2 ------------------------------------------------------------------------------
+Q_TIMEOUT = env_int("Q_TIMEOUT", 3600)
+Q_CLUSTER: dict[str, Any] = {
+    "name": os.environ.get("Q_NAME", "ingest"),
+    "workers": env_int("Q_WORKERS", 2),
+    "recycle": 500,
+    # The job table is the truth: a task killed by timeout is recovered by the reaper through
+    # the lease, so q2 must not deliver it again by itself while it may still be running.
+    "timeout": Q_TIMEOUT,
+    "retry": Q_TIMEOUT + 60,
+    "max_attempts": 1,
+    "ack_failures": True,
+    "save_limit": env_int("Q_SAVE_LIMIT", 250),
+    "catch_up": False,
+    "poll": env_float("Q_POLL", 0.2),
+    "bulk": env_int("Q_BULK", 1),
+    "label": "Task queue",
+}
+if os.environ.get("Q_BROKER", "orm") == "redis":
+    Q_CLUSTER["redis"] = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+else:
+    Q_CLUSTER["orm"] = "default"
+if env_bool("Q_SYNC"):
+    Q_CLUSTER["sync"] = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,16 @@
+from importlib import import_module
+
+from django.apps import AppConfig
+from django.conf import settings
+
+
+class JobsConfig(AppConfig):
+    name = "jobs"
+    verbose_name = "Jobs"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Pipelines are registered from outside the engine: apps do it in their own ready(),
+        # and deployments (or the test suite's worker processes) may name extra modules.
+        for module in settings.JOBS_PIPELINE_MODULES:
+            import_module(module)

@@ -1,0 +1,138 @@
+"""What a stage handler gets: its input, checkpoint, progress, safe points, fenced writes and a
+private temp directory."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+
+from jobs.errors import CancelRequested, LeaseLost, StageTimeout
+from jobs.services import worker as worker_services
+
+if TYPE_CHECKING:
+    from jobs.models import Job
+    from jobs.pipelines import Pipeline, Stage
+    from jobs.services.worker import Claim
+
+
+class StageContext:
+    """Handed to a stage handler for one attempt of one stage.
+
+    Thread-safe where it matters: the watchdog thread sets the flags that :meth:`check` reads.
+    """
+
+    def __init__(self, claim: Claim, pipeline: Pipeline, stage: Stage) -> None:
+        self.claim = claim
+        self.pipeline = pipeline
+        self.stage = stage
+        self.checkpoint: dict[str, Any] = dict(claim.job.checkpoint or {})
+        self.hints: dict[str, Any] = dict(claim.job.hints or {})
+        self.skipped = False
+        self.cancel_requested = threading.Event()
+        self.lease_lost = threading.Event()
+        self.timed_out = threading.Event()
+        self.handler_thread = threading.get_ident()
+        self._last_progress = time.monotonic()
+        self._last_progress_write = 0.0
+        self._temp_dir: Path | None = None
+
+    # --- what the handler reads ---------------------------------------------------------------
+
+    @property
+    def job(self) -> Job:
+        return self.claim.job
+
+    @property
+    def job_id(self) -> Any:
+        return self.claim.job_id
+
+    @property
+    def token(self) -> str:
+        return self.claim.token
+
+    @property
+    def input(self) -> dict[str, Any]:
+        return dict(self.claim.job.payload or {})
+
+    @property
+    def attempt(self) -> int:
+        return self.claim.job.attempt
+
+    @property
+    def temp_dir(self) -> Path:
+        """A private directory for this attempt, removed whatever happens."""
+        if self._temp_dir is None:
+            self._temp_dir = Path(tempfile.mkdtemp(prefix=f"job-{self.job_id}-"))
+        return self._temp_dir
+
+    # --- what the handler does ----------------------------------------------------------------
+
+    def touch(self) -> None:
+        """Count as progress for the no-progress deadline."""
+        self._last_progress = time.monotonic()
+
+    def seconds_since_progress(self) -> float:
+        return time.monotonic() - self._last_progress
+
+    def check(self) -> None:
+        """A safe point: raise if cancel was requested, the lease was lost or time ran out."""
+        if self.timed_out.is_set():
+            raise StageTimeout("no progress within the stage deadline", cause=self.stage.timeout_cause)
+        if self.lease_lost.is_set():
+            raise LeaseLost(job_id=self.job_id)
+        if self.cancel_requested.is_set():
+            raise CancelRequested()
+
+    def progress(self, done: int, total: int | None = None) -> None:
+        """Report ``done`` of ``total`` units (pages, chunks, batches) of this stage.
+
+        Writes are throttled; the last unit (``done == total``) is always written.
+        """
+        self.touch()
+        now = time.monotonic()
+        final = total is not None and done >= total
+        if not final and now - self._last_progress_write < settings.JOBS_PROGRESS_WRITE_SECONDS:
+            return
+        self._last_progress_write = now
+        worker_services.job_report_progress(job_id=self.job_id, token=self.token, done=done, total=total)
+
+    def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Persist where to resume from (fenced by the lease)."""
+        self.touch()
+        worker_services.job_save_checkpoint(job_id=self.job_id, token=self.token, checkpoint=checkpoint)
+        self.checkpoint = dict(checkpoint)
+
+    @contextmanager
+    def write(self, checkpoint: dict[str, Any] | None = None) -> Iterator[None]:
+        """A fenced transaction for a batch of outputs; ``checkpoint`` commits with them.
+
+        Output rows and the checkpoint that says they exist commit together, so a resume never
+        skips work that was not saved nor redoes work that was.
+        """
+        self.check()
+        with worker_services.fenced(job_id=self.job_id, token=self.token):
+            yield
+            if checkpoint is not None:
+                worker_services.job_save_checkpoint(
+                    job_id=self.job_id, token=self.token, checkpoint=checkpoint
+                )
+        if checkpoint is not None:
+            self.checkpoint = dict(checkpoint)
+        self.touch()
+
+    def skip(self) -> None:
+        """Mark this stage as skipped (nothing to do); it counts as done for progress."""
+        self.skipped = True
+
+    def close(self) -> None:
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None

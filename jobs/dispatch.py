@@ -1,0 +1,39 @@
+"""Handing queued jobs to django-q2. Delivery only: the job table decides who runs what."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from jobs.models import Job, Status
+
+log = logging.getLogger(__name__)
+
+TASK = "jobs.tasks.run_job"
+
+
+def dispatch(job_id: Any) -> bool:
+    """Enqueue one q2 task for a queued, due job and record when. Never raises.
+
+    A failure here loses nothing: the job stays queued with no ``dispatched_at`` and the
+    reaper dispatches it on its next pass.
+    """
+    now = timezone.now()
+    try:
+        async_task(TASK, str(job_id), task_name=f"job-{job_id}", q_options={"ack_failure": True})
+    except Exception:
+        log.exception("could not hand job %s to the task queue; the reaper will retry", job_id)
+        return False
+    # Bookkeeping only (not a status change): it tells the reaper this job has a task in flight.
+    Job.objects.filter(pk=job_id, status=Status.QUEUED).update(dispatched_at=now)
+    return True
+
+
+def dispatch_if_due(job: Job) -> None:
+    """``after_commit`` hook of transitions into ``queued``: due jobs go out at once, the others
+    (backoff) are dispatched by the reaper when their ``not_before`` passes."""
+    if job.status == Status.QUEUED and (job.not_before is None or job.not_before <= timezone.now()):
+        dispatch(job.pk)

@@ -1,0 +1,163 @@
+"""Running stages: claim, watchdog (heartbeat + deadline), handler, outcome.
+
+Called by the q2 task (``jobs.tasks.run_job``); the job table is the truth, so a duplicate or
+late delivery finds nothing to claim and returns quietly.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+from jobs import pipelines
+from jobs.context import StageContext
+from jobs.errors import CancelRequested, JobConflict, LeaseLost, StageTimeout
+from jobs.models import Job, Status
+from jobs.services.worker import (
+    Claim,
+    job_claim,
+    job_complete_stage,
+    job_fail_stage,
+    job_finish_cancel,
+    job_heartbeat,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Watchdog(threading.Thread):
+    """Renews the lease, learns of cancel requests and ends a stage that stopped progressing.
+
+    A live heartbeat must not keep a hung stage alive: past the stage's no-progress deadline the
+    watchdog records the timeout itself (a fenced transition, so it wins or loses cleanly against
+    the handler) and raises :class:`StageTimeout` inside the handler's thread.
+    """
+
+    def __init__(self, ctx: StageContext) -> None:
+        super().__init__(name=f"watchdog-{ctx.job_id}", daemon=True)
+        self.ctx = ctx
+        self._stop_event = threading.Event()
+        self.interval = float(settings.JOBS_HEARTBEAT_SECONDS)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=30)
+
+    def run(self) -> None:
+        try:
+            self._loop()
+        except Exception:
+            log.exception("watchdog of job %s failed", self.ctx.job_id)
+        finally:
+            connection.close()
+
+    def _loop(self) -> None:
+        ctx = self.ctx
+        tick = min(self.interval, max(0.05, ctx.stage.deadline / 4), 1.0)
+        since_beat = 0.0
+        while not self._stop_event.wait(tick):
+            since_beat += tick
+            if ctx.seconds_since_progress() > ctx.stage.deadline:
+                self._time_out()
+                return
+            if since_beat < self.interval:
+                continue
+            since_beat = 0.0
+            answer = job_heartbeat(job_id=ctx.job_id, token=ctx.token)
+            if not answer.alive:
+                ctx.lease_lost.set()
+                return
+            if answer.cancel_requested:
+                ctx.cancel_requested.set()
+
+    def _time_out(self) -> None:
+        ctx = self.ctx
+        ctx.timed_out.set()
+        error = StageTimeout(
+            f"no progress for {ctx.stage.deadline:.0f}s in stage {ctx.stage.name}",
+            cause=ctx.stage.timeout_cause,
+        )
+        try:
+            job_fail_stage(claim=ctx.claim, error=error)
+        except JobConflict:
+            _settle_conflict(ctx.claim)
+        # Unwind the handler at its next bytecode; a handler stuck in C code is ended by the q2
+        # task timeout, and its writes are already fenced out by the transition above.
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(ctx.handler_thread), ctypes.py_object(StageTimeout)
+        )
+
+
+def _settle_conflict(claim: Claim) -> None:
+    """An outcome lost its compare-and-set. If a cancel arrived meanwhile and the lease is still
+    ours, finish it; otherwise someone else owns the job now and we step back."""
+    job = Job.objects.filter(pk=claim.job_id).first()
+    if job is not None and job.status == Status.CANCEL_REQUESTED and job.worker_token == claim.token:
+        try:
+            job_finish_cancel(claim=claim)
+        except JobConflict:
+            log.info("job %s: cancel finished by someone else", claim.job_id)
+    else:
+        log.info("job %s: lease lost, stepping back", claim.job_id)
+
+
+def run_stage(claim: Claim) -> Claim | None:
+    """Run the claimed stage and record its outcome; returns the next claim to run inline."""
+    pipeline = pipelines.get(claim.job.kind)
+    stage = pipeline.stage(claim.job.stage)
+    ctx = StageContext(claim, pipeline, stage)
+    watchdog = Watchdog(ctx)
+    watchdog.start()
+    try:
+        try:
+            stage.handler(ctx)
+            ctx.check()  # a cancel that arrived during the last step is honoured before moving on
+        finally:
+            watchdog.stop()
+            ctx.close()
+    except CancelRequested:
+        try:
+            job_finish_cancel(claim=claim)
+        except JobConflict:
+            _settle_conflict(claim)
+        return None
+    except LeaseLost:
+        log.info("job %s: lease lost during %s, stepping back", claim.job_id, stage.name)
+        return None
+    except Exception as error:
+        if ctx.timed_out.is_set():
+            return None  # the watchdog already recorded the timeout
+        try:
+            job_fail_stage(claim=claim, error=error)
+        except JobConflict:
+            _settle_conflict(claim)
+        return None
+    nxt = pipeline.next_stage(stage.name)
+    try:
+        return job_complete_stage(
+            claim=claim, skipped=ctx.skipped, continue_inline=nxt is not None and nxt.pool == stage.pool
+        )
+    except JobConflict:
+        _settle_conflict(claim)
+        return None
+    except Exception as error:  # the publish hook refused (e.g. a newer version is published)
+        try:
+            job_fail_stage(claim=claim, error=error)
+        except JobConflict:
+            _settle_conflict(claim)
+        return None
+
+
+def run_job(job_id: Any, *, worker: str | None = None) -> str:
+    """Claim the job and run its stages (continuing inline while they share a pool)."""
+    claim = job_claim(job_id=job_id, worker=worker)
+    if claim is None:
+        return "not claimed"
+    while claim is not None:
+        claim = run_stage(claim)
+    return "done"

@@ -1,0 +1,77 @@
+"""``manage.py run_platform``: the ASGI web server, a django-q2 cluster and the reaper loop.
+
+One command for a single machine. On several machines run the three parts separately (see the
+README's deployment section): ``uvicorn config.asgi:application``, ``manage.py qcluster`` and
+``manage.py reap_jobs``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+
+class Command(BaseCommand):
+    help = "Run the web server, the task cluster and the reaper until interrupted."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        python = sys.executable
+        manage = os.path.join(os.getcwd(), "manage.py")
+        web_env = {**os.environ, "DB_POOL": os.environ.get("DB_POOL", "1")}
+        parts = {
+            "web": (
+                [
+                    python,
+                    "-m",
+                    "uvicorn",
+                    "config.asgi:application",
+                    "--host",
+                    options["host"],
+                    "--port",
+                    str(options["port"]),
+                    "--no-access-log",
+                ],
+                web_env,
+            ),
+            "workers": ([python, manage, "qcluster"], dict(os.environ)),
+            "reaper": ([python, manage, "reap_jobs"], dict(os.environ)),
+        }
+        procs = {name: subprocess.Popen(cmd, env=env) for name, (cmd, env) in parts.items()}
+        self.stdout.write(f"platform running: http://{options['host']}:{options['port']}/  (Ctrl-C stops it)")
+        stopping = False
+
+        def stop(*_: Any) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        code = 0
+        while not stopping:
+            for name, proc in procs.items():
+                if proc.poll() is not None:
+                    self.stderr.write(f"{name} exited with {proc.returncode}; stopping the platform")
+                    code = proc.returncode or 1
+                    stopping = True
+                    break
+            time.sleep(0.5)
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for proc in procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        sys.exit(code)

@@ -1,0 +1,392 @@
+"""Jobs, their stage runs and the append-only event log; the state graph lives here.
+
+Every transition is a django-fsm method on :class:`Job`. Calling one only changes the instance in
+memory: :func:`jobs.services.transition.apply_transition` is the one place that turns it into a
+compare-and-set UPDATE on ``version`` (and the lease token where a worker acts), appends the event
+and schedules side effects. Never ``save()`` a job.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django_fsm import GET_STATE, FSMField, FSMModelMixin, TransitionNotAllowed, transition
+
+
+class Status(models.TextChoices):
+    UPLOADED = "uploaded"
+    QUEUED = "queued"
+    RUNNING = "running"
+    CANCEL_REQUESTED = "cancel_requested"
+    STALLED = "stalled"
+    READY = "ready"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+S = Status
+LEASED = (S.RUNNING, S.CANCEL_REQUESTED)
+TERMINAL = (S.READY, S.CANCELLED)
+FINISHED = (S.READY, S.FAILED, S.CANCELLED)
+UNLEASED = (S.UPLOADED, S.QUEUED, S.READY, S.FAILED, S.CANCELLED)
+
+
+class Actor(models.TextChoices):
+    WORKER = "worker"
+    USER = "user"
+    OPERATOR = "operator"
+    REAPER = "reaper"
+    SYSTEM = "system"
+
+
+# Transition conditions (django-fsm calls them with the model instance).
+def _cancel_pending(job: models.Model) -> bool:
+    return getattr(job, "cancel_requested_at", None) is not None
+
+
+def _no_cancel_pending(job: models.Model) -> bool:
+    return getattr(job, "cancel_requested_at", None) is None
+
+
+def _cleaned_up(job: models.Model) -> bool:
+    return not getattr(job, "cleanup_from", "")
+
+
+def _due(job: models.Model) -> bool:
+    not_before = getattr(job, "not_before", None)
+    return not_before is None or not_before <= timezone.now()
+
+
+class Job(FSMModelMixin, models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=64)
+    tenant = models.CharField(max_length=64, db_index=True, help_text="Opaque tenant key.")
+    subject_id = models.CharField(max_length=64)
+    subject_version = models.PositiveIntegerField(default=1)
+    payload = models.JSONField(default=dict, blank=True, help_text="The job's input.")
+
+    status = FSMField(default=S.UPLOADED, choices=S.choices, protected=True)
+    stage = models.CharField(max_length=32)
+    version = models.PositiveBigIntegerField(default=1, help_text="Bumped by every status change.")
+    attempt = models.PositiveIntegerField(default=0, help_text="Attempts of the current stage.")
+    attempts_total = models.PositiveIntegerField(default=0)
+    skipped_stages = models.JSONField(default=list, blank=True)
+    hints = models.JSONField(default=dict, blank=True, help_text="Retry adjustments for the handler.")
+    checkpoint = models.JSONField(default=dict, blank=True)
+    cleanup_from = models.CharField(
+        max_length=32, blank=True, default="", help_text="Outputs from this stage on await removal."
+    )
+
+    worker_token = models.CharField(max_length=64, null=True, blank=True)
+    worker_name = models.CharField(max_length=128, blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    lost_worker = models.CharField(max_length=128, blank=True, default="")
+    not_before = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+
+    progress = models.FloatField(default=0.0)
+    processed = models.PositiveIntegerField(null=True, blank=True)
+    total = models.PositiveIntegerField(null=True, blank=True)
+    progress_event_at = models.DateTimeField(null=True, blank=True)
+
+    error_code = models.CharField(max_length=64, blank=True, default="")
+    error_message = models.CharField(max_length=500, blank=True, default="")
+
+    created_at = models.DateTimeField(default=timezone.now)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    stalled_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "subject_id", "subject_version"], name="job_one_per_subject_version"
+            ),
+            models.CheckConstraint(
+                condition=Q(progress__gte=0) & Q(progress__lte=100), name="job_progress_0_100"
+            ),
+            models.CheckConstraint(
+                condition=Q(progress__lt=100) | Q(status=S.READY), name="job_100_only_when_ready"
+            ),
+            models.CheckConstraint(
+                condition=~Q(status__in=LEASED)
+                | (Q(worker_token__isnull=False) & Q(heartbeat_at__isnull=False)),
+                name="job_leased_has_token_and_heartbeat",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status__in=UNLEASED) | Q(worker_token__isnull=True),
+                name="job_unleased_has_no_token",
+            ),
+            models.CheckConstraint(condition=Q(status__in=[s.value for s in S]), name="job_status_known"),
+        ]
+        indexes = [
+            # The claim and the reaper's re-dispatch scan: due queued jobs, oldest first.
+            models.Index(
+                fields=["not_before", "queued_at"],
+                name="job_claimable",
+                condition=Q(status=S.QUEUED),
+            ),
+            # The reaper's stall scan: leases that may have expired.
+            models.Index(
+                fields=["lease_expires_at"],
+                name="job_lease_expiry",
+                condition=Q(status__in=LEASED),
+            ),
+            models.Index(fields=["stalled_at"], name="job_stalled", condition=Q(status=S.STALLED)),
+            models.Index(fields=["tenant", "status"], name="job_tenant_status"),
+            models.Index(fields=["subject_id", "subject_version"], name="job_subject"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.subject_id} v{self.subject_version} ({self.status}/{self.stage})"
+
+    # --- the state graph ----------------------------------------------------------------------
+    # Each method changes the instance in memory only; apply_transition() persists it.
+
+    @transition(field=status, source=S.UPLOADED, target=S.QUEUED)
+    def enqueue(self, *, now: datetime) -> None:
+        self._to_queue(now, now)
+
+    @transition(field=status, source=S.QUEUED, target=S.RUNNING, conditions=[_due])
+    def claim(self, *, now: datetime, new_token: str, worker: str, lease: float) -> None:
+        self.worker_token = new_token
+        self.worker_name = worker
+        self.heartbeat_at = now
+        self.lease_expires_at = now + timedelta(seconds=lease)
+        self.attempt += 1
+        self.attempts_total += 1
+        self.started_at = self.started_at or now
+        self.lost_worker = ""
+
+    @transition(field=status, source=S.RUNNING, target=S.QUEUED)
+    def advance(self, *, now: datetime, next_stage: str, progress: float, skipped: list[str]) -> None:
+        self.stage = next_stage
+        self.attempt = 0
+        self.hints = {}
+        self.checkpoint = {}
+        self.processed = None
+        self.total = None
+        self.skipped_stages = skipped
+        self.progress = max(self.progress, progress)
+        self.error_code = ""
+        self.error_message = ""
+        self._to_queue(now, now)
+
+    @transition(field=status, source=S.RUNNING, target=S.READY)
+    def publish(self, *, now: datetime) -> None:
+        self.progress = 100.0
+        self.finished_at = now
+        self.error_code = ""
+        self.error_message = ""
+        self._release()
+
+    @transition(field=status, source=S.RUNNING, target=S.QUEUED)
+    def retry_later(
+        self, *, now: datetime, not_before: datetime, code: str, message: str, hints: dict[str, Any]
+    ) -> None:
+        self.error_code = code
+        self.error_message = message
+        self.hints = {**self.hints, **hints}
+        self._to_queue(now, not_before)
+
+    @transition(field=status, source=S.RUNNING, target=S.FAILED)
+    def fail(self, *, now: datetime, code: str, message: str) -> None:
+        self._finish_failed(now, code, message)
+
+    @transition(
+        field=status,
+        source=[S.QUEUED, S.RUNNING],
+        target=GET_STATE(
+            lambda job, **kw: S.CANCELLED if job.status == S.QUEUED else S.CANCEL_REQUESTED,
+            states=[S.CANCELLED, S.CANCEL_REQUESTED],
+        ),
+    )
+    def cancel(self, *, now: datetime, cleanup_from: str) -> None:
+        self.cancel_requested_at = now
+        if self.status == S.QUEUED:
+            self.finished_at = now
+            self.not_before = None
+            self.cleanup_from = cleanup_from
+
+    @transition(field=status, source=S.CANCEL_REQUESTED, target=S.CANCELLED)
+    @transition(field=status, source=S.STALLED, target=S.CANCELLED, conditions=[_cancel_pending])
+    def finish_cancel(self, *, now: datetime, cleanup_from: str) -> None:
+        self.finished_at = now
+        self.cleanup_from = cleanup_from
+        self._release()
+
+    @transition(field=status, source=LEASED, target=S.STALLED)
+    def mark_stalled(self, *, now: datetime) -> None:
+        if self.lease_expires_at is not None and self.lease_expires_at > now:
+            raise TransitionNotAllowed("the lease has not expired", object=self, method=self.mark_stalled)
+        self.stalled_at = now
+        self.lost_worker = self.worker_name or self.worker_token or ""
+        self.error_code = "worker_lost"
+        self.error_message = ""
+
+    @transition(field=status, source=S.STALLED, target=S.QUEUED, conditions=[_no_cancel_pending])
+    def take_over(self, *, now: datetime, hints: dict[str, Any] | None = None) -> None:
+        # The lost worker's token is revoked here: its fenced writes match no row from now on.
+        self._release()
+        self.hints = {**self.hints, **(hints or {})}
+        self._to_queue(now, now)
+
+    @transition(field=status, source=S.STALLED, target=S.FAILED)
+    def give_up(self, *, now: datetime, code: str, message: str) -> None:
+        self._finish_failed(now, code, message)
+
+    @transition(field=status, source=S.FAILED, target=S.QUEUED, conditions=[_cleaned_up])
+    def retry(
+        self, *, now: datetime, stage: str, progress: float, hints: dict[str, Any] | None = None
+    ) -> None:
+        if stage != self.stage:
+            # A restart from an earlier stage: progress honestly starts again from there.
+            self.stage = stage
+            self.checkpoint = {}
+            self.processed = None
+            self.total = None
+            self.progress = progress
+        self.attempt = 0
+        self.hints = dict(hints or {})
+        self.error_code = ""
+        self.error_message = ""
+        self.finished_at = None
+        self.stalled_at = None
+        self._to_queue(now, now)
+
+    # --- helpers used by the transitions ------------------------------------------------------
+
+    def _release(self) -> None:
+        self.worker_token = None
+        self.lease_expires_at = None
+
+    def _to_queue(self, now: datetime, not_before: datetime) -> None:
+        self._release()
+        self.queued_at = now
+        self.not_before = not_before
+        self.dispatched_at = None
+
+    def _finish_failed(self, now: datetime, code: str, message: str) -> None:
+        # The failed stage's partial outputs are removed; earlier stages' outputs stay so that a
+        # retry of the failed stage can start from them. The stage itself restarts from scratch.
+        self.error_code = code
+        self.error_message = message
+        self.finished_at = now
+        self.checkpoint = {}
+        self.cleanup_from = self.stage
+        self._release()
+
+    # --- read helpers -------------------------------------------------------------------------
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED
+
+    def state_word(self) -> str:
+        """The combined word users know: ``ocr``, ``embedding_failed``, ``ready`` ..."""
+        return state_word(self.status, self.stage)
+
+
+_FAILED_WORDS = {
+    "parsing": "parse_failed",
+    "ocr": "ocr_failed",
+    "chunking": "chunk_failed",
+    "embedding": "embedding_failed",
+    "indexing": "index_failed",
+}
+
+
+def state_word(status: str, stage: str) -> str:
+    if status == S.RUNNING:
+        return stage
+    if status == S.FAILED:
+        return _FAILED_WORDS.get(stage, f"{stage}_failed")
+    return str(status)
+
+
+class StageRun(models.Model):
+    """One attempt of one stage: who ran it, when, how it ended, and the operator-only detail."""
+
+    class Outcome(models.TextChoices):
+        RUNNING = "running"
+        ADVANCED = "advanced"
+        SKIPPED = "skipped"
+        READY = "ready"
+        RETRY = "retry"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        LOST = "lost"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="runs")
+    stage = models.CharField(max_length=32)
+    attempt = models.PositiveIntegerField()
+    worker_token = models.CharField(max_length=64)
+    worker_name = models.CharField(max_length=128)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.RUNNING)
+    error_code = models.CharField(max_length=64, blank=True, default="")
+    error_type = models.CharField(max_length=200, blank=True, default="")
+    error_detail = models.TextField(blank=True, default="")
+    traceback = models.TextField(blank=True, default="")
+    hints = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["started_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job"], condition=Q(outcome="running"), name="stagerun_one_running_per_job"
+            ),
+        ]
+        indexes = [models.Index(fields=["stage", "started_at"], name="stagerun_stage_started")]
+
+    @property
+    def duration(self) -> timedelta | None:
+        return self.finished_at - self.started_at if self.finished_at else None
+
+
+class JobEvent(models.Model):
+    """Append-only history of a job. The id is monotonically increasing per job in commit order
+    (each event is inserted after the job row's compare-and-set, which serialises writers of one
+    job), so it serves as the SSE ``id:`` and ``Last-Event-ID`` replay key."""
+
+    class Kind(models.TextChoices):
+        TRANSITION = "transition"
+        PROGRESS = "progress"
+        NOTE = "note"
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(default=timezone.now)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    name = models.CharField(max_length=32, help_text="Transition name, or 'progress'.")
+    actor = models.CharField(max_length=16, choices=Actor.choices)
+    actor_name = models.CharField(max_length=150, blank=True, default="")
+    from_status = models.CharField(max_length=20, blank=True, default="")
+    to_status = models.CharField(max_length=20, blank=True, default="")
+    stage = models.CharField(max_length=32, blank=True, default="")
+    attempt = models.PositiveIntegerField(default=0)
+    job_version = models.PositiveBigIntegerField(default=0)
+    progress = models.FloatField(null=True, blank=True)
+    processed = models.PositiveIntegerField(null=True, blank=True)
+    total = models.PositiveIntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["job", "id"], name="jobevent_job_id")]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise RuntimeError("job events are append-only")
+        super().save(*args, **kwargs)

@@ -1,0 +1,113 @@
+"""The pipeline registry: an app declares a job kind as ordered stages.
+
+The engine knows nothing about what a stage does. An app registers a :class:`Pipeline` (in its
+``AppConfig.ready``) with handlers, weights, deadlines, resumability and retry rules, plus hooks
+for publishing (inside the short transaction that sets ``ready``; it may raise to refuse) and
+for cleanup (after a cancel or a failure: remove the unpublished outputs of the given stage and
+every later one; it must be idempotent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jobs import progress as progress_math
+from jobs.errors import get_cause
+from jobs.retry import RetryRule
+
+if TYPE_CHECKING:
+    from jobs.context import StageContext
+    from jobs.models import Job
+
+Handler = Callable[["StageContext"], Any]
+JobHook = Callable[["Job"], None]
+CleanupHook = Callable[["Job", str], None]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of a pipeline.
+
+    ``deadline`` is the no-progress deadline in seconds: a stage that reports no progress (and
+    saves no checkpoint) for that long is ended by its worker with a timeout. ``resumable``
+    stages restart from their checkpoint, so a lost worker's job may be recovered
+    automatically. ``retry`` overrides the taxonomy's default rule per cause code.
+    ``pool`` names the workers a stage needs; consecutive stages of one pool run in one task.
+    """
+
+    name: str
+    handler: Handler
+    weight: float
+    label: str = ""
+    deadline: float = 300.0
+    resumable: bool = True
+    retry: Mapping[str, RetryRule] = field(default_factory=dict)
+    pool: str = "default"
+    timeout_cause: str = "stage_timeout"
+
+    def rule_for(self, cause_code: str) -> RetryRule:
+        return self.retry.get(cause_code) or get_cause(cause_code).rule
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    kind: str
+    stages: tuple[Stage, ...]
+    publish: JobHook | None = None
+    cleanup: CleanupHook | None = None
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        names = [s.name for s in self.stages]
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"pipeline {self.kind!r} needs distinct stage names")
+
+    @property
+    def first_stage(self) -> str:
+        return self.stages[0].name
+
+    @property
+    def weights(self) -> list[float]:
+        return [s.weight for s in self.stages]
+
+    def index(self, stage_name: str) -> int:
+        for i, stage in enumerate(self.stages):
+            if stage.name == stage_name:
+                return i
+        raise KeyError(f"pipeline {self.kind!r} has no stage {stage_name!r}")
+
+    def stage(self, stage_name: str) -> Stage:
+        return self.stages[self.index(stage_name)]
+
+    def next_stage(self, stage_name: str) -> Stage | None:
+        i = self.index(stage_name) + 1
+        return self.stages[i] if i < len(self.stages) else None
+
+    def progress_at(self, stage_name: str, done: int | None = None, total: int | None = None) -> float:
+        return progress_math.overall(self.weights, self.index(stage_name), done, total)
+
+
+_REGISTRY: dict[str, Pipeline] = {}
+
+
+def register(pipeline: Pipeline) -> Pipeline:
+    """Register (or replace, for tests) the pipeline for ``pipeline.kind``."""
+    _REGISTRY[pipeline.kind] = pipeline
+    return pipeline
+
+
+def unregister(kind: str) -> None:
+    _REGISTRY.pop(kind, None)
+
+
+def get(kind: str) -> Pipeline:
+    try:
+        return _REGISTRY[kind]
+    except KeyError:
+        raise LookupError(f"no pipeline registered for job kind {kind!r}") from None
+
+
+def registered() -> dict[str, Pipeline]:
+    return dict(_REGISTRY)

@@ -1,0 +1,1 @@
+"""Every state change of a job goes through these services (see the modules for each use case)."""

@@ -1,0 +1,32 @@
+"""Removing a cancelled or failed run's unpublished outputs, exactly once in effect."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from jobs import pipelines
+from jobs.models import FINISHED, Job
+
+log = logging.getLogger(__name__)
+
+
+def job_run_cleanup(*, job_id: Any) -> bool:
+    """Run the pipeline's cleanup for a finished job that has one pending; ``True`` if it ran.
+
+    The worker calls it right after the terminal transition commits; the reaper calls it for
+    jobs whose worker died first. Cleanup hooks are idempotent, so both running it is harmless.
+    """
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None or not job.cleanup_from or job.status not in FINISHED:
+        return False
+    pipeline = pipelines.get(job.kind)
+    if pipeline.cleanup is not None:
+        try:
+            pipeline.cleanup(job, job.cleanup_from)
+        except Exception:
+            log.exception("cleanup of job %s failed; the reaper will try again", job.pk)
+            return False
+    # Bookkeeping, not a status change: only clears the marker this very run answered.
+    Job.objects.filter(pk=job.pk, version=job.version, cleanup_from=job.cleanup_from).update(cleanup_from="")
+    return True

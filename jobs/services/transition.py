@@ -1,0 +1,145 @@
+"""The one compare-and-set helper every transition goes through, and the event log writer."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+from django_fsm import TransitionNotAllowed, can_proceed
+
+from jobs.errors import JobConflict, LeaseLost, TransitionRefused
+from jobs.models import LEASED, Actor, Job, JobEvent
+
+log = logging.getLogger(__name__)
+
+NOTIFY_CHANNEL = "job_events"
+
+
+def _field_values(job: Job) -> dict[str, Any]:
+    return {f.attname: getattr(job, f.attname) for f in job._meta.concrete_fields}
+
+
+def append_event(
+    job: Job,
+    *,
+    kind: str,
+    name: str,
+    actor: str,
+    actor_name: str = "",
+    from_status: str = "",
+    reason: str = "",
+    at: datetime | None = None,
+) -> JobEvent:
+    """Append one event for ``job`` as it is now; call it after the job row's UPDATE.
+
+    The UPDATE holds the job's row lock until commit, so events of one job get ids in commit
+    order: a reader that saw id N never later finds a smaller id of the same job.
+    """
+    event = JobEvent(
+        job_id=job.pk,
+        at=at or timezone.now(),
+        kind=kind,
+        name=name,
+        actor=actor,
+        actor_name=actor_name[:150],
+        from_status=from_status,
+        to_status=job.status,
+        stage=job.stage,
+        attempt=job.attempt,
+        job_version=job.version,
+        progress=job.progress,
+        processed=job.processed,
+        total=job.total,
+        reason=reason[:500],
+    )
+    event.save(force_insert=True)
+    if connection.vendor == "postgresql":
+        # Delivered at commit, never for a rolled-back event; SSE listeners wake on it.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, f"{job.pk}:{event.pk}"])
+    return event
+
+
+def apply_transition(
+    job: Job,
+    name: str,
+    *,
+    actor: Actor,
+    actor_name: str = "",
+    reason: str = "",
+    token: str | None = None,
+    expected_version: int | None = None,
+    guard: Q | None = None,
+    now: datetime | None = None,
+    after_commit: Callable[[Job], None] | None = None,
+    **params: Any,
+) -> Job:
+    """Run transition ``name`` on ``job`` and persist it as a compare-and-set.
+
+    The UPDATE matches only the row at the version (and status) the caller read, and, where a
+    worker acts, only while ``token`` is still the lease. It writes only the fields the
+    transition changed, bumps ``version`` and appends one event, in one transaction. Raises
+    :class:`TransitionRefused` when the graph forbids it, :class:`LeaseLost` when the token is
+    no longer current, :class:`JobConflict` when anything else changed the job first. On any
+    raise, ``job`` must be reloaded before reuse.
+    """
+    now = now or timezone.now()
+    if expected_version is not None and expected_version != job.version:
+        raise JobConflict("This job changed since you looked at it. Reload and try again.", job_id=job.pk)
+    if token is not None and job.worker_token != token:
+        raise LeaseLost(job_id=job.pk)
+    method = getattr(job, name)
+    if not can_proceed(method, check_conditions=False):
+        raise TransitionRefused(f"A job that is {job.status} cannot {name.replace('_', ' ')}.", job_id=job.pk)
+    if not can_proceed(method):
+        raise TransitionRefused(
+            f"The conditions to {name.replace('_', ' ')} this {job.status} job are not met.",
+            job_id=job.pk,
+        )
+    before = _field_values(job)
+    source_status, source_version = job.status, job.version
+    try:
+        method(now=now, **params)
+    except TransitionNotAllowed as exc:  # a condition changed between the checks above
+        raise TransitionRefused(str(exc), job_id=job.pk) from exc
+    job.version = source_version + 1
+    job.updated_at = now
+    after = _field_values(job)
+    changes = {k: v for k, v in after.items() if before[k] != v}
+
+    where = Q(pk=job.pk, version=source_version, status=source_status)
+    if token is not None:
+        where &= Q(worker_token=token, status__in=LEASED)
+    if guard is not None:
+        where &= guard
+    with transaction.atomic():
+        # The status write lives only here: a guarded compare-and-set, never a blind overwrite.
+        updated = Job.objects.filter(where).update(**changes)
+        if updated != 1:
+            raise _why_not(job.pk, token)
+        append_event(
+            job,
+            kind=JobEvent.Kind.TRANSITION,
+            name=name,
+            actor=actor,
+            actor_name=actor_name,
+            from_status=source_status,
+            reason=reason,
+            at=now,
+        )
+        if after_commit is not None:
+            transaction.on_commit(lambda: after_commit(job))
+    return job
+
+
+def _why_not(job_id: Any, token: str | None) -> JobConflict:
+    if token is not None:
+        current = Job.objects.filter(pk=job_id).values_list("worker_token", "status").first()
+        if current is None or current[0] != token or current[1] not in LEASED:
+            return LeaseLost(job_id=job_id)
+    return JobConflict("This job changed since it was read (another actor moved it first).", job_id=job_id)

@@ -1,0 +1,304 @@
+"""Use cases of a worker: claim, heartbeat, progress, checkpoint, fenced writes, outcomes.
+
+Every write here carries the worker's lease token and changes nothing once the token is no
+longer the job's lease (a takeover, a cancel that finished, a reaper that stalled it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import traceback as tb_module
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from jobs import pipelines
+from jobs.dispatch import dispatch_if_due
+from jobs.errors import (
+    INTERNAL_ERROR,
+    JobConflict,
+    LeaseLost,
+    StageFailure,
+    get_cause,
+)
+from jobs.models import LEASED, Actor, Job, JobEvent, StageRun, Status
+from jobs.retry import decide
+from jobs.services.cleanup import job_run_cleanup
+from jobs.services.transition import append_event, apply_transition
+
+log = logging.getLogger(__name__)
+
+
+def worker_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class Claim:
+    """What a worker holds while it runs one stage of one job."""
+
+    job: Job
+    token: str
+    run: StageRun
+
+    @property
+    def job_id(self) -> Any:
+        return self.job.pk
+
+
+def _lease_seconds() -> float:
+    return float(settings.JOBS_LEASE_SECONDS)
+
+
+def _claim_loaded(job: Job, worker: str, *, reason: str) -> Claim:
+    token = uuid.uuid4().hex
+    job = apply_transition(
+        job,
+        "claim",
+        actor=Actor.WORKER,
+        actor_name=worker,
+        reason=reason,
+        guard=Q(not_before__isnull=True) | Q(not_before__lte=timezone.now()),
+        worker=worker,
+        lease=_lease_seconds(),
+        new_token=token,
+    )
+    run = StageRun.objects.create(
+        job=job,
+        stage=job.stage,
+        attempt=job.attempt,
+        worker_token=token,
+        worker_name=worker,
+        started_at=job.heartbeat_at or timezone.now(),
+        hints=job.hints,
+    )
+    return Claim(job=job, token=token, run=run)
+
+
+def job_claim(*, job_id: Any, worker: str | None = None) -> Claim | None:
+    """Atomically move a due queued job to running for this worker.
+
+    ``None`` means someone else holds it, it is not due, or it is not queued: do nothing.
+    Never "read again and run anyway".
+    """
+    worker = worker or worker_identity()
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None or job.status != Status.QUEUED:
+        return None
+    if job.not_before is not None and job.not_before > timezone.now():
+        return None
+    try:
+        with transaction.atomic():
+            return _claim_loaded(job, worker, reason=f"claimed attempt {job.attempt + 1}")
+    except JobConflict:
+        return None
+
+
+@dataclass(frozen=True)
+class HeartbeatAnswer:
+    alive: bool
+    cancel_requested: bool
+
+
+def job_heartbeat(*, job_id: Any, token: str) -> HeartbeatAnswer:
+    """Renew the lease; the answer says whether it is still ours and whether to cancel."""
+    now = timezone.now()
+    updated = Job.objects.filter(pk=job_id, worker_token=token, status__in=LEASED).update(
+        heartbeat_at=now, lease_expires_at=now + timedelta(seconds=_lease_seconds())
+    )
+    if not updated:
+        return HeartbeatAnswer(alive=False, cancel_requested=False)
+    status = Job.objects.filter(pk=job_id).values_list("status", flat=True).first()
+    return HeartbeatAnswer(alive=True, cancel_requested=status == Status.CANCEL_REQUESTED)
+
+
+def job_report_progress(*, job_id: Any, token: str, done: int, total: int | None) -> float:
+    """Record ``done`` of ``total`` for the current stage; the stored progress never drops.
+
+    Appends a progress event at most once per ``JOBS_PROGRESS_EVENT_SECONDS``.
+    """
+    job = Job.objects.filter(pk=job_id).only("kind", "stage").first()
+    if job is None:
+        raise LeaseLost(job_id=job_id)
+    value = pipelines.get(job.kind).progress_at(job.stage, done, total)
+    now = timezone.now()
+    fence = Q(pk=job_id, worker_token=token, status__in=LEASED)
+    with transaction.atomic():
+        updated = Job.objects.filter(fence).update(
+            progress=Greatest(F("progress"), value), processed=done, total=total, updated_at=now
+        )
+        if not updated:
+            raise LeaseLost(job_id=job_id)
+        window = now - timedelta(seconds=settings.JOBS_PROGRESS_EVENT_SECONDS)
+        due = Job.objects.filter(fence).filter(
+            Q(progress_event_at__isnull=True) | Q(progress_event_at__lte=window)
+        )
+        if due.update(progress_event_at=now):
+            current = Job.objects.get(pk=job_id)
+            append_event(current, kind=JobEvent.Kind.PROGRESS, name="progress", actor=Actor.WORKER, at=now)
+            return current.progress
+    return value
+
+
+def job_save_checkpoint(*, job_id: Any, token: str, checkpoint: dict[str, Any]) -> None:
+    """Save the stage's checkpoint, fenced by the lease."""
+    updated = Job.objects.filter(pk=job_id, worker_token=token, status__in=LEASED).update(
+        checkpoint=checkpoint, updated_at=timezone.now()
+    )
+    if not updated:
+        raise LeaseLost(job_id=job_id)
+
+
+@contextmanager
+def fenced(*, job_id: Any, token: str) -> Iterator[None]:
+    """A transaction for a batch of stage outputs that first verifies the lease.
+
+    The job row is locked (FOR NO KEY UPDATE) before any output is written, so a takeover
+    waits for this batch to commit and a zombie worker cannot add rows after it: once the
+    takeover commits, this check matches nothing. On SQLite the IMMEDIATE write lock taken at
+    BEGIN serialises the same way.
+    """
+    with transaction.atomic():
+        held = (
+            Job.objects.select_for_update(no_key=True)
+            .filter(pk=job_id, worker_token=token, status__in=LEASED)
+            .values_list("pk", flat=True)
+        )
+        if not list(held):
+            raise LeaseLost(job_id=job_id)
+        yield
+
+
+def _finish_run(claim: Claim, outcome: str, **detail: Any) -> None:
+    StageRun.objects.filter(pk=claim.run.pk, outcome=StageRun.Outcome.RUNNING).update(
+        outcome=outcome, finished_at=timezone.now(), **detail
+    )
+
+
+def job_complete_stage(*, claim: Claim, skipped: bool = False, continue_inline: bool = False) -> Claim | None:
+    """The stage's handler returned: advance to the next stage, or publish at the last.
+
+    With ``continue_inline`` the worker claims the next stage in the same transaction (a fresh
+    compare-and-set, a fresh token) and gets it back, saving a trip through the broker.
+    """
+    job = Job.objects.get(pk=claim.job_id)
+    pipeline = pipelines.get(job.kind)
+    nxt = pipeline.next_stage(job.stage)
+    worker = claim.run.worker_name
+    if nxt is None:
+        with transaction.atomic():
+            apply_transition(
+                job,
+                "publish",
+                actor=Actor.WORKER,
+                actor_name=worker,
+                token=claim.token,
+                reason="published",
+            )
+            if pipeline.publish is not None:
+                pipeline.publish(job)  # may raise to refuse; the whole publish rolls back
+            _finish_run(claim, StageRun.Outcome.READY)
+        return None
+    skipped_stages = [*job.skipped_stages, job.stage] if skipped else list(job.skipped_stages)
+    with transaction.atomic():
+        apply_transition(
+            job,
+            "advance",
+            actor=Actor.WORKER,
+            actor_name=worker,
+            token=claim.token,
+            reason=f"{job.stage} skipped" if skipped else f"{job.stage} done",
+            next_stage=nxt.name,
+            progress=pipeline.progress_at(nxt.name),
+            skipped=skipped_stages,
+            after_commit=None if continue_inline else dispatch_if_due,
+        )
+        _finish_run(claim, StageRun.Outcome.SKIPPED if skipped else StageRun.Outcome.ADVANCED)
+        if continue_inline:
+            return _claim_loaded(job, worker, reason="continued by the same worker")
+    return None
+
+
+def job_fail_stage(*, claim: Claim, error: BaseException, rng: random.Random | None = None) -> Job:
+    """The handler raised: retry later or fail, as the cause's policy decides.
+
+    The user sees only the cause's safe message; the exception's type, text and traceback go
+    to the stage run for operators.
+    """
+    job = Job.objects.get(pk=claim.job_id)
+    stage = pipelines.get(job.kind).stage(job.stage)
+    if isinstance(error, StageFailure):
+        cause, retry_after = get_cause(error.cause), error.retry_after
+    else:
+        cause, retry_after = INTERNAL_ERROR, None
+    decision = decide(stage.rule_for(cause.code), job.attempt, retry_after=retry_after, rng=rng)
+    detail = {
+        "error_code": cause.code,
+        "error_type": f"{type(error).__module__}.{type(error).__qualname__}"[:200],
+        "error_detail": str(error)[:5000],
+        "traceback": "".join(tb_module.format_exception(error))[-20000:],
+    }
+    now = timezone.now()
+    worker = claim.run.worker_name
+    with transaction.atomic():
+        if decision.retry:
+            job = apply_transition(
+                job,
+                "retry_later",
+                actor=Actor.WORKER,
+                actor_name=worker,
+                token=claim.token,
+                reason=f"{cause.code}: retry in {decision.delay:.0f}s",
+                not_before=now + timedelta(seconds=decision.delay),
+                code=cause.code,
+                message=cause.user_message,
+                hints=decision.hints,
+                after_commit=dispatch_if_due,
+            )
+            _finish_run(claim, StageRun.Outcome.RETRY, **detail)
+        else:
+            job = apply_transition(
+                job,
+                "fail",
+                actor=Actor.WORKER,
+                actor_name=worker,
+                token=claim.token,
+                reason=cause.code,
+                code=cause.code,
+                message=cause.user_message,
+            )
+            _finish_run(claim, StageRun.Outcome.FAILED, **detail)
+    if job.status == Status.FAILED:
+        job_run_cleanup(job_id=job.pk)
+    return job
+
+
+def job_finish_cancel(*, claim: Claim) -> Job:
+    """The worker stopped at a safe point after a cancel request: finish it and clean up."""
+    job = Job.objects.get(pk=claim.job_id)
+    first = pipelines.get(job.kind).first_stage
+    with transaction.atomic():
+        job = apply_transition(
+            job,
+            "finish_cancel",
+            actor=Actor.WORKER,
+            actor_name=claim.run.worker_name,
+            token=claim.token,
+            reason="stopped at a safe point",
+            cleanup_from=first,
+        )
+        _finish_run(claim, StageRun.Outcome.CANCELLED)
+    job_run_cleanup(job_id=job.pk)
+    return job

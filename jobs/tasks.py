@@ -1,0 +1,18 @@
+"""django-q2 entry points. Thin: they call the executor and the reaper."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.executor import run_job as _run_job
+from jobs.services.reaper import reap
+
+
+def run_job(job_id: Any) -> str:
+    """Run the job's stages if this delivery wins the claim; otherwise return quietly."""
+    return _run_job(job_id)
+
+
+def reap_jobs() -> dict[str, int]:
+    """The scheduled reaper pass (the run command also keeps a faster loop beside the cluster)."""
+    return reap().counts()

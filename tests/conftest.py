@@ -1,0 +1,159 @@
+"""Suite-wide fixtures and the SQLite / PostgreSQL pass logic.
+
+The suite runs twice (see the Makefile): on SQLite, and with ``DATABASE_URL`` pointing at
+PostgreSQL. Tests marked ``postgres`` (concurrency, locking, fencing) run only in the PostgreSQL
+pass. With ``REQUIRE_POSTGRES=1`` an unreachable PostgreSQL fails the run instead of skipping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def is_postgres() -> bool:
+    return "postgresql" in settings.DATABASES["default"]["ENGINE"]
+
+
+def _postgres_reachable() -> bool:
+    import psycopg
+
+    db = settings.DATABASES["default"]
+    try:
+        psycopg.connect(
+            dbname="postgres",
+            user=db.get("USER") or None,
+            password=db.get("PASSWORD") or None,
+            host=db.get("HOST") or None,
+            port=db.get("PORT") or None,
+            connect_timeout=5,
+        ).close()
+    except psycopg.OperationalError:
+        return False
+    return True
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    require = os.environ.get("REQUIRE_POSTGRES") == "1"
+    if is_postgres():
+        if not _postgres_reachable():
+            if require:
+                pytest.exit("REQUIRE_POSTGRES=1 but PostgreSQL is not reachable", returncode=1)
+            skip = pytest.mark.skip(reason="PostgreSQL is not reachable")
+            for item in items:
+                item.add_marker(skip)
+        return
+    skip_pg = pytest.mark.skip(reason="runs in the PostgreSQL pass (DATABASE_URL=postgres://...)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip_pg)
+
+
+def wait_for(
+    predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1, what: str = ""
+) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+def database_url() -> str:
+    """A URL for the test database, for subprocesses (qcluster, uvicorn, manage.py)."""
+    db = connection.settings_dict
+    if "sqlite" in db["ENGINE"]:
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@pytest.fixture
+def subprocess_env(transactional_db: None, tmp_path: Path) -> dict[str, str]:
+    """Environment for a child process that shares this test's database."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": database_url(),
+        "PYTHONPATH": str(ROOT),
+        "JOBS_LEASE_SECONDS": "3",
+        "JOBS_HEARTBEAT_SECONDS": "0.5",
+        "JOBS_REAPER_INTERVAL": "0.5",
+        "JOBS_PROGRESS_WRITE_SECONDS": "0",
+        "Q_WORKERS": "2",
+        "Q_POLL": "0.05",
+        "Q_TIMEOUT": "120",
+        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
+        "LOG_LEVEL": "WARNING",
+    }
+
+
+class Processes:
+    """Child processes started by a test, stopped (and their logs kept) at its end."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+
+    def start(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        log = self.tmp_path / f"{name}-{len(self.procs)}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, *args],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.procs.append((name, proc, log))
+        return proc
+
+    def manage(self, name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        return self.start(name, [str(ROOT / "manage.py"), *command], env)
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {name}\n{log.read_text(errors='replace')[-4000:]}" for name, _, log in self.procs
+        )
+
+    def stop_all(self) -> None:
+        import signal
+
+        for _, proc, _ in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+        for _, proc, _ in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Processes]:
+    procs = Processes(tmp_path)
+    yield procs
+    procs.stop_all()
+    from django.db import connections
+
+    # Child processes may have left connections on the test database; ours must be fresh.
+    connections.close_all()
