@@ -138,14 +138,14 @@ class Processes:
 
         for _, proc, _ in self.procs:
             if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
+                proc.send_signal(signal.SIGTERM)
         for _, proc, _ in self.procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
+            # Whatever is left of the process group (forked q2 workers) goes now.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
 
 
 @pytest.fixture

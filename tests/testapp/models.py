@@ -21,6 +21,7 @@ class Call(models.Model):
     stage = models.CharField(max_length=32)
     unit = models.IntegerField()
     pid = models.IntegerField()
+    note = models.CharField(max_length=300, blank=True, default="")
 
 
 class Published(models.Model):

@@ -2,7 +2,8 @@
 
 Its behaviour is steered by the job's payload: ``pages`` (count), ``page_sleep`` (seconds per
 page), ``fail`` (a cause code raised at the first page), ``hang_at`` (a page where the handler
-stops making progress), ``pause_file`` (pages wait while this file exists).
+stops making progress), ``pause_file`` and ``pause_at`` (page ``pause_at`` waits at a safe point
+while that file exists).
 """
 
 from __future__ import annotations
@@ -36,12 +37,14 @@ def pages(ctx: StageContext) -> None:
     start = int(ctx.checkpoint.get("next", 0))
     for page in range(start, total):
         ctx.check()
+        scratch = ctx.temp_dir / f"page-{page}.tmp"
+        scratch.write_text("work in progress")
+        Call.objects.create(job_id=ctx.job_id, stage="pages", unit=page, pid=os.getpid(), note=str(scratch))
         pause = payload.get("pause_file")
-        while pause and Path(pause).exists():
-            ctx.touch()
+        while pause and page == payload.get("pause_at", 0) and Path(pause).exists():
+            ctx.touch()  # waiting on purpose, not hung
             ctx.check()
             time.sleep(0.05)
-        Call.objects.create(job_id=ctx.job_id, stage="pages", unit=page, pid=os.getpid())
         if payload.get("fail"):
             raise StageFailure(payload["fail"], "told to fail", retry_after=payload.get("retry_after"))
         if payload.get("hang_at") == page:
@@ -71,7 +74,7 @@ def noop(ctx: StageContext) -> None:
 
 
 def register_all() -> None:
-    deadline = float(os.environ.get("TEST_PAGES_DEADLINE", "5"))
+    deadline = float(os.environ.get("TEST_PAGES_DEADLINE", "2"))
     pipelines.register(
         Pipeline(
             kind=KIND,
