@@ -42,6 +42,10 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_q",
     "jobs",
     "documents",
@@ -116,6 +120,28 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
 MEDIA_URL = "media/"
 LOGIN_URL = "/accounts/login/"
 
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "documents.api.errors.handle_exception",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Document ingestion API",
+    "DESCRIPTION": "Upload documents, follow their processing live, search what is published.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+SSE_KEEPALIVE_SECONDS = env_float("SSE_KEEPALIVE_SECONDS", 15)
+
 # --- the job engine -------------------------------------------------------------------------
 # Seconds a claim or heartbeat keeps the lease; the heartbeat renews it every third of that.
 JOBS_LEASE_SECONDS = env_float("JOBS_LEASE_SECONDS", 30)
@@ -130,6 +156,31 @@ JOBS_PROGRESS_EVENT_SECONDS = env_float("JOBS_PROGRESS_EVENT_SECONDS", 1.0)
 JOBS_PROGRESS_WRITE_SECONDS = env_float("JOBS_PROGRESS_WRITE_SECONDS", 0.5)
 # Extra modules that register pipelines (tests and add-ons; apps register in ready()).
 JOBS_PIPELINE_MODULES = [m for m in os.environ.get("JOBS_PIPELINE_MODULES", "").split(",") if m]
+
+# --- documents ------------------------------------------------------------------------------
+DOCUMENTS_MAX_UPLOAD_BYTES = env_int("DOCUMENTS_MAX_UPLOAD_BYTES", 50 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+OCR_ENGINE = os.environ.get("OCR_ENGINE", "")  # tesseract | rapidocr | "" (whichever is installed)
+OCR_BATCH_SIZE = env_int("OCR_BATCH_SIZE", 4)
+OCR_DPI = env_int("OCR_DPI", 200)
+OCR_TESSERACT_TIMEOUT = env_float("OCR_TESSERACT_TIMEOUT", 120)
+CHUNK_TARGET_TOKENS = env_int("CHUNK_TARGET_TOKENS", 350)
+CHUNK_MAX_TOKENS = env_int("CHUNK_MAX_TOKENS", 500)
+EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64)
+INDEX_BATCH_SIZE = env_int("INDEX_BATCH_SIZE", 500)
+SEARCH_MIN_SCORE = env_float("SEARCH_MIN_SCORE", 0.05)
+# hashing (lexical, no model) | http (OpenAI-compatible) | sentence-transformers (optional extra)
+EMBEDDINGS_BACKEND = os.environ.get("EMBEDDINGS_BACKEND", "hashing")
+EMBEDDINGS_HASHING_DIMENSION = env_int("EMBEDDINGS_HASHING_DIMENSION", 1024)
+EMBEDDINGS_HTTP_BASE_URL = os.environ.get("EMBEDDINGS_HTTP_BASE_URL", "")
+EMBEDDINGS_HTTP_MODEL = os.environ.get("EMBEDDINGS_HTTP_MODEL", "")
+EMBEDDINGS_HTTP_API_KEY = os.environ.get("EMBEDDINGS_HTTP_API_KEY", "")
+EMBEDDINGS_HTTP_DIMENSION = env_int("EMBEDDINGS_HTTP_DIMENSION", 0)
+EMBEDDINGS_HTTP_BATCH_SIZE = env_int("EMBEDDINGS_HTTP_BATCH_SIZE", 64)
+EMBEDDINGS_HTTP_TIMEOUT = env_float("EMBEDDINGS_HTTP_TIMEOUT", 30)
+EMBEDDINGS_HTTP_MAX_CONCURRENCY = env_int("EMBEDDINGS_HTTP_MAX_CONCURRENCY", 4)
+EMBEDDINGS_ST_MODEL = os.environ.get("EMBEDDINGS_ST_MODEL", "sentence-transformers/all-MiniLM-L6-v2")
 
 # --- django-q2 ------------------------------------------------------------------------------
 Q_TIMEOUT = env_int("Q_TIMEOUT", 3600)
@@ -162,5 +213,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "django-q": {"level": os.environ.get("Q_LOG_LEVEL", "WARNING")},
+        "fontTools": {"level": "WARNING"},
+    },
 }

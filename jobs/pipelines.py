@@ -35,6 +35,7 @@ class Stage:
     stages restart from their checkpoint, so a lost worker's job may be recovered
     automatically. ``retry`` overrides the taxonomy's default rule per cause code.
     ``pool`` names the workers a stage needs; consecutive stages of one pool run in one task.
+    ``unit`` names what ``progress(done, total)`` counts ("pages", "chunks") for display.
     """
 
     name: str
@@ -46,6 +47,7 @@ class Stage:
     retry: Mapping[str, RetryRule] = field(default_factory=dict)
     pool: str = "default"
     timeout_cause: str = "stage_timeout"
+    unit: str = ""
 
     def rule_for(self, cause_code: str) -> RetryRule:
         return self.retry.get(cause_code) or get_cause(cause_code).rule

@@ -1,0 +1,1 @@
+"""The REST API (Django REST framework) and the Server-Sent Events stream."""

@@ -1,0 +1,104 @@
+"""One error shape for every API answer that is not a success:
+``{"error": {"code": ..., "message": ..., "detail": ...?}}``. Nothing internal leaks."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+from documents.engines.validation import UploadRejected
+from jobs.errors import JobConflict
+
+log = logging.getLogger(__name__)
+
+_CODES = {
+    400: "bad_request",
+    401: "not_authenticated",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "file_too_large",
+    415: "unsupported_media_type",
+    429: "throttled",
+    500: "internal_error",
+}
+_MESSAGES = {
+    401: "Authentication is required: send a token or log in.",
+    403: "You do not have access to this.",
+    404: "Not found.",
+    405: "This method is not allowed here.",
+    500: "Something went wrong on our side. It has been logged; try again later.",
+}
+
+
+def error_body(code: str, message: str, detail: Any = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if detail:
+        body["detail"] = detail
+    return {"error": body}
+
+
+def error_response(http_status: int, code: str, message: str, detail: Any = None) -> Response:
+    return Response(error_body(code, message, detail), status=http_status)
+
+
+class ApiError(exceptions.APIException):
+    """An API error with its own code and message, e.g. a refused cancel (409)."""
+
+    def __init__(self, http_status: int, code: str, message: str, detail: Any = None) -> None:
+        super().__init__(message)
+        self.status_code = http_status
+        self.code = code
+        self.message = message
+        self.extra = detail
+
+
+def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's exception handler, reshaped into the one error shape."""
+    if isinstance(exc, ApiError):
+        return error_response(exc.status_code, exc.code, exc.message, exc.extra)
+    if isinstance(exc, UploadRejected):
+        return error_response(exc.http_status, str(exc.code), exc.message)
+    if isinstance(exc, JobConflict):
+        return error_response(status.HTTP_409_CONFLICT, exc.code, exc.message)
+    if isinstance(exc, Http404):
+        return error_response(404, "not_found", _MESSAGES[404])
+    response = exception_handler(exc, context)
+    if response is None:
+        log.exception("unhandled API error", exc_info=exc)
+        return error_response(500, "internal_error", _MESSAGES[500])
+    code = _CODES.get(response.status_code, "error")
+    detail = None
+    if isinstance(exc, exceptions.ValidationError):
+        code, message, detail = "invalid", "The request is not valid.", response.data
+    elif isinstance(exc, exceptions.Throttled):
+        message = "Too many requests. Try again later."
+    else:
+        message = _MESSAGES.get(response.status_code) or str(getattr(exc, "detail", "")) or code
+    return error_response(response.status_code, code, message, detail)
+
+
+def _json_or_html(request: HttpRequest, http_status: int, html: HttpResponse) -> HttpResponse:
+    if request.path.startswith("/api/") or request.path == "/metrics":
+        code = _CODES[http_status]
+        return JsonResponse(error_body(code, _MESSAGES[http_status]), status=http_status)
+    return html
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    from django.views.defaults import page_not_found
+
+    return _json_or_html(request, 404, page_not_found(request, exception or Http404()))
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    from django.views.defaults import server_error as django_server_error
+
+    return _json_or_html(request, 500, django_server_error(request))

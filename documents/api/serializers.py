@@ -1,0 +1,112 @@
+"""Input validation and the documented shapes of the API's answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from documents.selectors import STATE_WORDS
+
+
+class UploadIn(serializers.Serializer[Any]):
+    file = serializers.FileField(allow_empty_file=True, help_text="The document (PDF, DOCX, HTML, ...).")
+    title = serializers.CharField(required=False, allow_blank=True, max_length=300)
+
+
+class ListIn(serializers.Serializer[Any]):
+    state = serializers.ChoiceField(choices=STATE_WORDS, required=False, help_text="Latest version's state.")
+
+
+class SearchIn(serializers.Serializer[Any]):
+    q = serializers.CharField(max_length=500, help_text="What to look for.")
+    k = serializers.IntegerField(min_value=1, max_value=50, default=10, help_text="How many results.")
+
+
+class ErrorOut(serializers.Serializer[Any]):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    retryable = serializers.BooleanField()
+    action = serializers.ChoiceField(choices=["reupload", "retry", "wait", "contact_operator"])
+
+
+class StageOut(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.label
+    state = serializers.ChoiceField(choices=["done", "running", "waiting", "skipped", "failed", "cancelled"])
+
+
+class JobStatusOut(serializers.Serializer[Any]):
+    job_id = serializers.UUIDField()
+    document_id = serializers.UUIDField()
+    version = serializers.IntegerField()
+    status = serializers.CharField(help_text="Lifecycle fact: queued, running, ready, failed ...")
+    stage = serializers.CharField()
+    stage_label = serializers.CharField()
+    state = serializers.ChoiceField(choices=STATE_WORDS, help_text="The combined word, e.g. ocr_failed.")
+    stage_index = serializers.IntegerField()
+    stage_count = serializers.IntegerField()
+    progress = serializers.FloatField(allow_null=True, help_text="Null when no honest number exists.")
+    processed = serializers.IntegerField(allow_null=True)
+    total = serializers.IntegerField(allow_null=True)
+    unit = serializers.CharField()
+    attempt = serializers.IntegerField()
+    can_cancel = serializers.BooleanField()
+    can_retry = serializers.BooleanField()
+    cancel_requested = serializers.BooleanField()
+    updated_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    published_at = serializers.DateTimeField(allow_null=True)
+    error = ErrorOut(allow_null=True)
+    stages = StageOut(many=True)
+    status_url = serializers.CharField()
+    events_url = serializers.CharField()
+
+
+class UploadOut(serializers.Serializer[Any]):
+    document_id = serializers.UUIDField()
+    version = serializers.IntegerField()
+    job_id = serializers.UUIDField()
+    duplicate = serializers.BooleanField(help_text="True when identical to the published version.")
+    status_url = serializers.CharField()
+    events_url = serializers.CharField()
+
+
+class VersionOut(serializers.Serializer[Any]):
+    version = serializers.IntegerField()
+    original_name = serializers.CharField()
+    content_type = serializers.CharField()
+    size = serializers.IntegerField()
+    sha256 = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    published_at = serializers.DateTimeField(allow_null=True)
+    superseded_at = serializers.DateTimeField(allow_null=True)
+    job = JobStatusOut(allow_null=True)
+
+
+class DocumentOut(serializers.Serializer[Any]):
+    document_id = serializers.UUIDField()
+    title = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    published_version = serializers.IntegerField(allow_null=True)
+    published_at = serializers.DateTimeField(allow_null=True)
+    latest_job = JobStatusOut(allow_null=True)
+
+
+class DocumentDetailOut(DocumentOut):
+    versions = VersionOut(many=True)
+
+
+class SearchHitOut(serializers.Serializer[Any]):
+    document_id = serializers.UUIDField()
+    document_title = serializers.CharField()
+    version = serializers.IntegerField()
+    page_start = serializers.IntegerField()
+    page_end = serializers.IntegerField()
+    snippet = serializers.CharField()
+    score = serializers.FloatField()
+
+
+class SearchOut(serializers.Serializer[Any]):
+    query = serializers.CharField()
+    results = SearchHitOut(many=True)

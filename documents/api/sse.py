@@ -1,0 +1,145 @@
+"""``GET /api/documents/{document_id}/jobs/{job_id}/events``: Server-Sent Events, async end to end.
+
+Each event carries ``id:`` (the event log id), ``event:`` (``status`` or ``progress``) and
+``data:`` (the status JSON of the status endpoint, as of that event). Without ``Last-Event-ID``
+the stream opens with the current status; with it, it replays exactly what was missed. It sends
+keep-alive comments and ends after a terminal status. The event log is the truth: the stream
+only notifies, and a client that lost it recovers everything from the status endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+
+from documents.api import notify
+from documents.api.errors import error_body
+from documents.models import DocumentVersion
+from documents.selectors import access_version_by_job, job_status, tenant_for
+from jobs.models import Job, JobEvent
+
+FINAL = {"ready", "cancelled", "failed"}
+
+
+def _user_from_token(request: HttpRequest) -> Any:
+    from rest_framework.authtoken.models import Token
+
+    header = request.headers.get("Authorization", "")
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "token" or not key.strip():
+        return None
+    token = Token.objects.select_related("user").filter(key=key.strip()).first()
+    return token.user if token is not None and token.user.is_active else None
+
+
+def _resolve(request: HttpRequest, document_id: str, job_id: str) -> tuple[int, DocumentVersion | None]:
+    user = _user_from_token(request) or request.user
+    if user is None or not user.is_authenticated:
+        return 401, None
+    tenant = tenant_for(user)
+    if tenant is None:
+        return 403, None
+    version = access_version_by_job(tenant, document_id, job_id)
+    return (200, version) if version is not None and version.job is not None else (404, None)
+
+
+def _job_as_of(job: Job, event: JobEvent) -> Job:
+    """An unsaved copy of ``job`` with the facts ``event`` recorded (status, stage, progress ...)."""
+    values = {f.attname: getattr(job, f.attname) for f in job._meta.concrete_fields}
+    values.update(
+        status=event.to_status,
+        stage=event.stage,
+        progress=event.progress or 0.0,
+        processed=event.processed,
+        total=event.total,
+        attempt=event.attempt,
+        updated_at=event.at,
+        version=event.job_version,
+    )
+    if event.to_status != job.status:
+        values.update(error_code="" if event.to_status != "failed" else job.error_code, finished_at=None)
+    return Job(**values)
+
+
+def _snapshot(version: DocumentVersion, job: Job, event: JobEvent, current: dict[str, Any]) -> dict[str, Any]:
+    """The status as of ``event`` (the current status when the event is the latest transition)."""
+    if event.job_version == job.version and event.kind == JobEvent.Kind.TRANSITION:
+        return current
+    return job_status(version, _job_as_of(job, event))
+
+
+def _events_after(version_pk: Any, last_id: int | None) -> tuple[list[tuple[int, str, dict[str, Any]]], bool]:
+    """Events of the version's job after ``last_id`` (or just the current status when None)."""
+    version = DocumentVersion.objects.select_related("job", "document").get(pk=version_pk)
+    job = version.job
+    assert job is not None
+    current = job_status(version, job)
+    if last_id is None:
+        latest = JobEvent.objects.filter(job=job).order_by("-id").values_list("id", flat=True).first() or 0
+        return [(latest, "status", current)], job.status in FINAL
+    rows = list(JobEvent.objects.filter(job=job, id__gt=last_id).order_by("id")[:500])
+    out = [
+        (
+            e.id,
+            "progress" if e.kind == JobEvent.Kind.PROGRESS else "status",
+            _snapshot(version, job, e, current),
+        )
+        for e in rows
+    ]
+    done = bool(rows) and rows[-1].job_version == job.version and job.status in FINAL
+    return out, done
+
+
+def _format(event_id: int, name: str, data: dict[str, Any]) -> str:
+    return f"id: {event_id}\nevent: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+async def _stream(version_pk: Any, job_id: str, last_id: int | None) -> AsyncIterator[str]:
+    keepalive = float(settings.SSE_KEEPALIVE_SECONDS)
+    wake = notify.subscribe(job_id)  # before the first read, so no commit can slip between
+    try:
+        yield "retry: 2000\n\n"
+        read = sync_to_async(_events_after)
+        quiet_since = time.monotonic()
+        while True:
+            events, done = await read(version_pk, last_id)
+            for event_id, name, data in events:
+                yield _format(event_id, name, data)
+                last_id = event_id
+            if done:
+                return
+            if events:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= keepalive:
+                yield ": keep-alive\n\n"
+                quiet_since = time.monotonic()
+            await notify.wait_for_change(job_id, wake, keepalive)
+    finally:
+        notify.unsubscribe(job_id, wake)
+
+
+async def job_events(request: HttpRequest, document_id: str, job_id: str) -> HttpResponseBase:
+    code, version = await sync_to_async(_resolve)(request, document_id, job_id)
+    if version is None:
+        names = {401: "not_authenticated", 403: "permission_denied", 404: "not_found"}
+        messages = {
+            401: "Authentication is required: send a token or log in.",
+            403: "Your account does not belong to a workspace.",
+            404: "Not found.",
+        }
+        return JsonResponse(error_body(names[code], messages[code]), status=code)
+    header = request.headers.get("Last-Event-ID", "").strip()
+    last_id = int(header) if header.isdigit() else None
+    response = StreamingHttpResponse(
+        _stream(version.pk, str(version.job_id), last_id), content_type="text/event-stream"
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response

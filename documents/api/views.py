@@ -1,0 +1,216 @@
+"""REST endpoints: thin. They parse input, check the tenant, call a service or a selector."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import permissions, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from documents.api import serializers as s
+from documents.api.errors import ApiError
+from documents.models import Document, DocumentVersion, Tenant
+from documents.search import search
+from documents.selectors import (
+    access_document,
+    access_version_by_job,
+    documents_of,
+    job_status,
+    tenant_for,
+    versions_of,
+)
+from documents.services.upload import UploadResult, document_upload
+from jobs.models import Actor
+from jobs.services.lifecycle import job_cancel, job_retry
+
+ERRORS = {
+    400: OpenApiResponse(description="Invalid input (error shape)"),
+    401: OpenApiResponse(description="Not authenticated"),
+    404: OpenApiResponse(description="Not found, or another tenant's"),
+}
+
+
+class HasTenant(permissions.BasePermission):
+    """Authenticated and a member of a tenant; the tenant is put on the request."""
+
+    message = "Your account does not belong to a workspace."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        tenant = tenant_for(request.user)
+        request.tenant = tenant  # type: ignore[attr-defined]
+        return tenant is not None
+
+
+class TenantView(APIView):
+    permission_classes = [HasTenant]
+
+    @property
+    def tenant(self) -> Tenant:
+        return self.request.tenant  # type: ignore[attr-defined]
+
+    def document(self, document_id: Any) -> Document:
+        document = access_document(self.tenant, document_id)
+        if document is None:
+            raise ApiError(404, "not_found", "Not found.")
+        return document
+
+    def version(self, document_id: Any, job_id: Any) -> DocumentVersion:
+        version = access_version_by_job(self.tenant, document_id, job_id)
+        if version is None or version.job is None:
+            raise ApiError(404, "not_found", "Not found.")
+        return version
+
+
+def upload_answer(result: UploadResult) -> Response:
+    assert result.job is not None
+    body = job_status(result.version, result.job)
+    data = {
+        "document_id": str(result.document.pk),
+        "version": result.version.number,
+        "job_id": str(result.job.pk),
+        "duplicate": result.duplicate,
+        "status_url": body["status_url"],
+        "events_url": body["events_url"],
+    }
+    return Response(data, status=status.HTTP_200_OK if result.duplicate else status.HTTP_201_CREATED)
+
+
+def document_summary(document: Document) -> dict[str, Any]:
+    latest = document.latest_version
+    published = document.published_version
+    return {
+        "document_id": str(document.pk),
+        "title": document.title,
+        "created_at": document.created_at.isoformat(),
+        "published_version": published.number if published else None,
+        "published_at": published.published_at.isoformat() if published and published.published_at else None,
+        "latest_job": job_status(latest) if latest is not None and latest.job is not None else None,
+    }
+
+
+class Pages(PageNumberPagination):
+    page_size = 20
+    page_size_query_param = "page_size"
+    max_page_size = 100
+
+
+class DocumentsView(TenantView):
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(parameters=[s.ListIn], responses={200: s.DocumentOut(many=True), **ERRORS})
+    def get(self, request: Request) -> Response:
+        query = s.ListIn(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        paginator = Pages()
+        page = paginator.paginate_queryset(
+            documents_of(self.tenant, state=query.validated_data.get("state")), request
+        )
+        return paginator.get_paginated_response([document_summary(d) for d in page or []])
+
+    @extend_schema(
+        request=s.UploadIn, responses={201: s.UploadOut, 413: OpenApiResponse(), 415: OpenApiResponse()}
+    )
+    def post(self, request: Request) -> Response:
+        form = s.UploadIn(data=request.data)
+        form.is_valid(raise_exception=True)
+        upload = form.validated_data["file"]
+        result = document_upload(
+            tenant=self.tenant,
+            data=upload,
+            filename=upload.name or "",
+            title=form.validated_data.get("title", ""),
+            user=request.user,
+        )
+        return upload_answer(result)
+
+
+class DocumentView(TenantView):
+    @extend_schema(responses={200: s.DocumentDetailOut, **ERRORS})
+    def get(self, request: Request, document_id: str) -> Response:
+        document = self.document(document_id)
+        versions = [
+            {
+                "version": v.number,
+                "original_name": v.original_name,
+                "content_type": v.content_type,
+                "size": v.size,
+                "sha256": v.sha256,
+                "created_at": v.created_at.isoformat(),
+                "published_at": v.published_at.isoformat() if v.published_at else None,
+                "superseded_at": v.superseded_at.isoformat() if v.superseded_at else None,
+                "job": job_status(v) if v.job is not None else None,
+            }
+            for v in versions_of(document)
+        ]
+        return Response({**document_summary(document), "versions": versions})
+
+
+class VersionsView(TenantView):
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(request=s.UploadIn, responses={201: s.UploadOut, **ERRORS})
+    def post(self, request: Request, document_id: str) -> Response:
+        document = self.document(document_id)
+        form = s.UploadIn(data=request.data)
+        form.is_valid(raise_exception=True)
+        upload = form.validated_data["file"]
+        result = document_upload(
+            tenant=self.tenant,
+            data=upload,
+            filename=upload.name or "",
+            title=form.validated_data.get("title", ""),
+            user=request.user,
+            document=document,
+        )
+        return upload_answer(result)
+
+
+class JobView(TenantView):
+    @extend_schema(responses={200: s.JobStatusOut, **ERRORS})
+    def get(self, request: Request, document_id: str, job_id: str) -> Response:
+        return Response(job_status(self.version(document_id, job_id)))
+
+
+class JobCancelView(TenantView):
+    @extend_schema(request=None, responses={202: s.JobStatusOut, 409: OpenApiResponse(), **ERRORS})
+    def post(self, request: Request, document_id: str, job_id: str) -> Response:
+        version = self.version(document_id, job_id)
+        job = job_cancel(job_id=job_id, actor=Actor.USER, actor_name=request.user.get_username())
+        return Response(job_status(version, job), status=status.HTTP_202_ACCEPTED)
+
+
+class JobRetryView(TenantView):
+    @extend_schema(request=None, responses={202: s.JobStatusOut, 409: OpenApiResponse(), **ERRORS})
+    def post(self, request: Request, document_id: str, job_id: str) -> Response:
+        version = self.version(document_id, job_id)
+        job = job_retry(job_id=job_id, actor=Actor.USER, actor_name=request.user.get_username())
+        return Response(job_status(version, job), status=status.HTTP_202_ACCEPTED)
+
+
+class SearchView(TenantView):
+    @extend_schema(parameters=[s.SearchIn], responses={200: s.SearchOut, **ERRORS})
+    def get(self, request: Request) -> Response:
+        query = s.SearchIn(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q, k = query.validated_data["q"], query.validated_data["k"]
+        hits = search(self.tenant, q, k)
+        results = [
+            {
+                "document_id": str(h.document_id),
+                "document_title": h.document_title,
+                "version": h.version,
+                "page_start": h.page_start,
+                "page_end": h.page_end,
+                "snippet": h.snippet,
+                "score": h.score,
+            }
+            for h in hits
+        ]
+        return Response({"query": q, "results": results})

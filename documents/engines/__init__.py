@@ -1,0 +1,1 @@
+"""Pure input-handling engines: type sniffing, upload validation and parsing (no database)."""

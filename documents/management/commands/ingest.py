@@ -1,0 +1,131 @@
+"""``manage.py ingest PATH... --tenant T``: upload files or folders and follow every job live.
+
+Uploads go through the same service as the API and pages. Each document gets a line with its
+stage, a progress bar where an honest number exists, units done of total, and at the end its
+state, or its error message and what to do. Exits 1 if any upload was rejected or any job did
+not end ready.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from documents.engines.validation import UploadRejected
+from documents.models import Tenant
+from documents.services.upload import document_upload
+from jobs.executor import run_job
+from jobs.models import Job
+from jobs.selectors import JobView, job_view
+
+BAR = 24
+
+
+def collect(paths: list[str]) -> list[Path]:
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found += sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise CommandError(f"no such file or folder: {raw}")
+    return found
+
+
+def render(name: str, view: JobView) -> str:
+    label = f"{name[:28]:<28}"
+    if view.progress is not None:
+        filled = round(BAR * view.progress / 100)
+        bar = f"[{'#' * filled}{'.' * (BAR - filled)}] {view.progress:5.1f}%"
+    else:
+        bar = f"[{' ' * BAR}]   -  "
+    units = f" · {view.processed} of {view.total} {view.unit}" if view.total and not view.finished else ""
+    where = "" if view.finished else f" stage {view.stage_index} of {view.stage_count} · {view.stage_label}"
+    line = f"{label} {bar}  {view.state:<16}{where}{units}"
+    if view.error is not None:
+        line += f"\n    {view.error['message']} (action: {view.error['action']})"
+    return line
+
+
+class Command(BaseCommand):
+    help = "Upload files or folders through the upload service and follow each job to its end."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("paths", nargs="+")
+        parser.add_argument("--tenant", required=True, help="Tenant slug (created if missing).")
+        parser.add_argument(
+            "--inline",
+            action="store_true",
+            help="Run the jobs in this process instead of waiting for workers.",
+        )
+        parser.add_argument("--timeout", type=float, default=1800, help="Seconds to follow before giving up.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        tenant, _ = Tenant.objects.get_or_create(slug=options["tenant"], defaults={"name": options["tenant"]})
+        failed = 0
+        jobs: dict[str, Any] = {}
+        for path in collect(options["paths"]):
+            try:
+                with path.open("rb") as handle:
+                    result = document_upload(tenant=tenant, data=handle, filename=path.name)
+            except UploadRejected as rejected:
+                self.stdout.write(f"{path.name[:28]:<28} rejected: {rejected.message} ({rejected.code})")
+                failed += 1
+                continue
+            if result.duplicate:
+                self.stdout.write(f"{path.name[:28]:<28} unchanged: identical to the published version")
+                continue
+            assert result.job is not None
+            jobs[path.name] = result.job.pk
+        if options["inline"]:
+            for job_id in jobs.values():
+                while run_job(job_id) == "done":
+                    pass
+        failed += self.follow(jobs, timeout=options["timeout"])
+        if failed:
+            self.stderr.write(f"{failed} document(s) did not become searchable")
+            sys.exit(1)
+
+    def follow(self, jobs: dict[str, Any], *, timeout: float) -> int:
+        """Redraw one line per job until all are finished; return how many did not end ready."""
+        tty = self.stdout.isatty()
+        started = time.monotonic()
+        hinted = False
+        shown: dict[str, str] = {}
+        drawn = 0
+        while True:
+            views = {name: job_view(Job.objects.get(pk=pk)) for name, pk in jobs.items()}
+            lines = {name: render(name, view) for name, view in views.items()}
+            if tty:
+                if drawn:
+                    self.stdout.write(f"\x1b[{drawn}F\x1b[J", ending="")
+                text = "\n".join(lines.values())
+                self.stdout.write(text)
+                drawn = text.count("\n") + 1
+            else:
+                for name, line in lines.items():
+                    if shown.get(name) != line:
+                        self.stdout.write(line)
+                shown = lines
+            if all(v.finished for v in views.values()):
+                break
+            waited = time.monotonic() - started
+            if not hinted and waited > 30 and all(v.state == "queued" for v in views.values()):
+                self.stderr.write(
+                    "no worker has picked these up: is `manage.py qcluster` running? (or --inline)"
+                )
+                hinted = True
+            if waited > timeout:
+                self.stderr.write(
+                    f"still running after {timeout:.0f}s at {timezone.now():%H:%M:%S}; stopped following"
+                )
+                break
+            time.sleep(0.5)
+        return sum(1 for v in views.values() if v.state != "ready")

@@ -1,0 +1,136 @@
+"""Read paths with permission checks: the only way the API and pages fetch documents and jobs.
+
+``access_*`` functions answer ``None`` (the caller says 404) for ids that do not exist and for
+ids of another tenant alike, so a caller cannot tell the two apart.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from documents.models import Document, DocumentVersion, Membership, Tenant
+from jobs.models import Job, Status
+from jobs.selectors import JobView, job_view
+
+STATE_WORDS = [
+    "uploaded",
+    "queued",
+    "parsing",
+    "ocr",
+    "chunking",
+    "embedding",
+    "indexing",
+    "ready",
+    "parse_failed",
+    "ocr_failed",
+    "chunk_failed",
+    "embedding_failed",
+    "index_failed",
+    "cancel_requested",
+    "cancelled",
+    "stalled",
+]
+_FAILED_STAGE = {
+    "parse_failed": "parsing",
+    "ocr_failed": "ocr",
+    "chunk_failed": "chunking",
+    "embedding_failed": "embedding",
+    "index_failed": "indexing",
+}
+
+
+def tenant_for(user: Any) -> Tenant | None:
+    if user is None or not user.is_authenticated:
+        return None
+    membership = Membership.objects.select_related("tenant").filter(user=user).first()
+    return membership.tenant if membership else None
+
+
+def _uuid(value: Any) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def access_document(tenant: Tenant, document_id: Any) -> Document | None:
+    pk = _uuid(document_id)
+    if pk is None:
+        return None
+    return (
+        Document.objects.select_related("published_version", "latest_version__job")
+        .filter(tenant=tenant, pk=pk)
+        .first()
+    )
+
+
+def access_version_by_job(tenant: Tenant, document_id: Any, job_id: Any) -> DocumentVersion | None:
+    """The version whose job is ``job_id``, if that job belongs to ``document_id`` of ``tenant``."""
+    doc_pk, job_pk = _uuid(document_id), _uuid(job_id)
+    if doc_pk is None or job_pk is None:
+        return None
+    return (
+        DocumentVersion.objects.select_related("job", "document")
+        .filter(document__tenant=tenant, document_id=doc_pk, job_id=job_pk)
+        .first()
+    )
+
+
+def state_filter(word: str) -> Q:
+    """Documents whose latest version's job is in the combined state ``word``."""
+    prefix = "latest_version__job__"
+    if word in _FAILED_STAGE:
+        return Q(**{f"{prefix}status": Status.FAILED, f"{prefix}stage": _FAILED_STAGE[word]})
+    if word in ("parsing", "ocr", "chunking", "embedding", "indexing"):
+        return Q(**{f"{prefix}status": Status.RUNNING, f"{prefix}stage": word})
+    return Q(**{f"{prefix}status": word})
+
+
+def documents_of(tenant: Tenant, *, state: str | None = None) -> QuerySet[Document]:
+    documents = Document.objects.filter(tenant=tenant).select_related(
+        "published_version", "latest_version__job"
+    )
+    if state:
+        documents = documents.filter(state_filter(state))
+    return documents.order_by("-created_at", "pk")
+
+
+def versions_of(document: Document) -> QuerySet[DocumentVersion]:
+    return document.versions.select_related("job").order_by("-number")
+
+
+def job_status(version: DocumentVersion, job: Job | None = None) -> dict[str, Any]:
+    """The status JSON of a version's job: the same for the API, SSE and pages."""
+    job = job or version.job
+    assert job is not None
+    view: JobView = job_view(job)
+    base = f"/api/documents/{version.document_id}/jobs/{job.pk}"
+    return {
+        "job_id": view.job_id,
+        "document_id": str(version.document_id),
+        "version": version.number,
+        "status": view.status,
+        "stage": view.stage,
+        "stage_label": view.stage_label,
+        "state": view.state,
+        "stage_index": view.stage_index,
+        "stage_count": view.stage_count,
+        "progress": view.progress,
+        "processed": view.processed,
+        "total": view.total,
+        "unit": view.unit,
+        "attempt": view.attempt,
+        "can_cancel": view.can_cancel,
+        "can_retry": view.can_retry,
+        "cancel_requested": view.cancel_requested,
+        "updated_at": view.updated_at.isoformat(),
+        "finished_at": view.finished_at.isoformat() if view.finished_at else None,
+        "published_at": version.published_at.isoformat() if version.published_at else None,
+        "error": view.error,
+        "stages": [{"name": s.name, "label": s.label, "state": s.state} for s in view.stages],
+        "status_url": base,
+        "events_url": f"{base}/events",
+    }

@@ -1,0 +1,1 @@
+"""Every change to documents goes through these services."""

@@ -1,0 +1,65 @@
+"""Publishing a version (inside the job's ``ready`` transaction) and cleaning up after a run."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import transaction
+from django.utils import timezone
+
+from documents.models import Chunk, ChunkVector, Document, DocumentVersion, IndexEntry, Page
+from jobs.errors import StageFailure
+from jobs.models import Job
+
+SUPERSEDED = "superseded"
+
+# Which stage writes which outputs, in pipeline order: cleanup from a stage removes that stage's
+# outputs and every later one's.
+OUTPUTS_BY_STAGE = (
+    ("parsing", (Page,)),
+    ("ocr", ()),
+    ("chunking", (Chunk,)),
+    ("embedding", (ChunkVector,)),
+    ("indexing", (IndexEntry,)),
+)
+
+
+def version_publish(job: Job) -> None:
+    """The pipeline's publish hook: point the document at this version.
+
+    Runs inside the short transaction that sets the job ``ready``, after the job row's
+    compare-and-set (lock order: job, then document). Refuses (rolling all of it back) when a
+    newer version of the document is already published: an older job never publishes over it.
+    """
+    version = DocumentVersion.objects.get(pk=job.payload["version_id"])
+    # Serialises publishers of one document so two versions cannot both win.
+    document = Document.objects.select_for_update().get(pk=version.document_id)
+    current = document.published_version
+    if current is not None and current.number > version.number:
+        raise StageFailure(SUPERSEDED, f"v{current.number} is already published; v{version.number} is not")
+    now = timezone.now()
+    DocumentVersion.objects.filter(pk=version.pk).update(published_at=now)
+    if current is not None:
+        DocumentVersion.objects.filter(pk=current.pk).update(superseded_at=now)
+        transaction.on_commit(lambda: remove_outputs(current.pk, "parsing"))
+    Document.objects.filter(pk=document.pk).update(published_version=version)
+
+
+def version_cleanup(job: Job, from_stage: str) -> None:
+    """The pipeline's cleanup hook after a cancel or failure: idempotent, never touches a
+    published version."""
+    remove_outputs(job.payload["version_id"], from_stage)
+
+
+def remove_outputs(version_ref: uuid.UUID | str, from_stage: str) -> None:
+    version_id = uuid.UUID(str(version_ref))
+    if Document.objects.filter(published_version_id=version_id).exists():
+        return
+    names = [name for name, _ in OUTPUTS_BY_STAGE]
+    start = names.index(from_stage) if from_stage in names else 0
+    # Reverse order: index entries reference chunks.
+    for _, models in reversed(OUTPUTS_BY_STAGE[start:]):
+        for model in models:
+            model.objects.filter(version_id=version_id).delete()
+    if from_stage == "ocr":
+        Page.objects.filter(version_id=version_id, needs_ocr=True).update(text="", ocr_engine="")

@@ -1,0 +1,139 @@
+"""Uploading: one service for every entry point (API, pages, CLI).
+
+Validate first (nothing is stored for a rejected upload), answer a byte-identical re-upload of
+the published version without a new job, then store the file under a generated name and create
+the version and its job in one short transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import transaction
+
+from documents.engines.validation import UploadRejected, ValidatedUpload, validate_upload
+from documents.models import Document, DocumentVersion, Tenant
+from documents.pipeline import KIND
+from jobs.models import Actor, Job, Status
+from jobs.services.lifecycle import job_create
+
+QUOTA_EXCEEDED = "quota_exceeded"
+
+
+class QuotaExceeded(UploadRejected):
+    """The tenant already has as many queued jobs as its quota allows."""
+
+    def __init__(self, limit: int) -> None:
+        Exception.__init__(self, "quota")
+        self.code = QUOTA_EXCEEDED  # type: ignore[assignment]
+        self.message = (
+            f"Your workspace already has {limit} documents waiting to be processed. "
+            "Try again when some have finished."
+        )
+        self.http_status = 429
+        self.detail = ""
+
+
+@dataclass(frozen=True)
+class UploadResult:
+    document: Document
+    version: DocumentVersion
+    job: Job | None
+    duplicate: bool = False
+
+
+def _username(user: AbstractBaseUser | AnonymousUser | None) -> str:
+    return str(user.get_username()) if user is not None and user.is_authenticated else ""
+
+
+def check_quota(tenant: Tenant) -> None:
+    waiting = Job.objects.filter(tenant=tenant.slug, status__in=[Status.UPLOADED, Status.QUEUED]).count()
+    if waiting >= tenant.max_queued_jobs:
+        raise QuotaExceeded(tenant.max_queued_jobs)
+
+
+def document_upload(
+    *,
+    tenant: Tenant,
+    data: Any,
+    filename: str,
+    title: str = "",
+    user: AbstractBaseUser | AnonymousUser | None = None,
+    document: Document | None = None,
+) -> UploadResult:
+    """Upload a new document, or (with ``document``) a new version of one.
+
+    Raises :class:`UploadRejected` (with its own code and HTTP status) when the file is refused.
+    """
+    checked = validate_upload(data, filename=filename, max_bytes=settings.DOCUMENTS_MAX_UPLOAD_BYTES)
+    if document is not None:
+        published = document.published_version
+        if published is not None and published.sha256 == checked.sha256:
+            return UploadResult(document=document, version=published, job=published.job, duplicate=True)
+    check_quota(tenant)
+    stored = default_storage.save(_generated_name(tenant, checked), ContentFile(checked.content))
+    try:
+        return _create_version(tenant, checked, stored, title, user, document)
+    except BaseException:
+        default_storage.delete(stored)  # nothing half-made stays behind
+        raise
+
+
+def _generated_name(tenant: Tenant, checked: ValidatedUpload) -> str:
+    return f"uploads/{tenant.slug}/{uuid.uuid4().hex}.{checked.kind.value}"
+
+
+def _create_version(
+    tenant: Tenant,
+    checked: ValidatedUpload,
+    stored: str,
+    title: str,
+    user: AbstractBaseUser | AnonymousUser | None,
+    document: Document | None,
+) -> UploadResult:
+    owner = user if isinstance(user, get_user_model()) else None
+    with transaction.atomic():
+        if document is None:
+            document = Document.objects.create(
+                tenant=tenant, title=(title or checked.safe_name)[:300], created_by=owner
+            )
+        else:
+            # Lock the document: two concurrent uploads must not both become version N+1.
+            document = Document.objects.select_for_update().get(pk=document.pk)
+            if title:
+                Document.objects.filter(pk=document.pk).update(title=title[:300])
+        number = document.latest_number + 1
+        Document.objects.filter(pk=document.pk).update(latest_number=number)
+        version = DocumentVersion.objects.create(
+            document=document,
+            number=number,
+            file=stored,
+            original_name=checked.original_name.replace("\x00", "")[:255],
+            kind=checked.kind.value,
+            content_type=checked.content_type,
+            encoding=checked.encoding or "",
+            size=checked.size,
+            sha256=checked.sha256,
+            created_by=owner,
+        )
+        job = job_create(
+            kind=KIND,
+            tenant=tenant.slug,
+            subject_id=str(document.pk),
+            subject_version=number,
+            payload={"version_id": str(version.pk), "document_id": str(document.pk)},
+            actor=Actor.USER,
+            actor_name=_username(user),
+        )
+        DocumentVersion.objects.filter(pk=version.pk).update(job=job)
+        Document.objects.filter(pk=document.pk).update(latest_version=version)
+        version.job = job
+    document.refresh_from_db()
+    return UploadResult(document=document, version=version, job=job)

@@ -1,0 +1,1 @@
+"""The document pipeline's stage handlers, one module per stage."""

@@ -1,0 +1,62 @@
+"""Indexing: vectors into the search index in fenced batches, then a probe through real search.
+
+``ready`` is set by the engine right after this returns, in the same transaction as the
+publish hook: so this stage must prove that the version is findable first.
+"""
+
+from __future__ import annotations
+
+import math
+
+from django.conf import settings
+
+from documents.models import Chunk, ChunkVector, IndexEntry
+from documents.search import search
+from documents.stages.common import version_of
+from jobs.context import StageContext
+from jobs.errors import INDEX_WRITE_FAILED, StageFailure
+
+
+def run(ctx: StageContext) -> None:
+    version = version_of(ctx)
+    document = version.document
+    vectors = list(
+        ChunkVector.objects.filter(version=version)
+        .order_by("ordinal")
+        .values_list("ordinal", "embedder", "vector")
+    )
+    chunk_ids = dict(Chunk.objects.filter(version=version).values_list("ordinal", "pk"))
+    size = int(settings.INDEX_BATCH_SIZE)
+    batches = math.ceil(len(vectors) / size)
+    start = int(ctx.checkpoint.get("next_batch", 0))
+    for batch in range(start, batches):
+        ctx.check()
+        rows = [
+            IndexEntry(
+                tenant_id=document.tenant_id,
+                document=document,
+                version=version,
+                chunk_id=chunk_ids[ordinal],
+                ordinal=ordinal,
+                batch=batch,
+                embedder=embedder,
+                vector=bytes(vector),
+            )
+            for ordinal, embedder, vector in vectors[batch * size : (batch + 1) * size]
+        ]
+        with ctx.write(checkpoint={"next_batch": batch + 1}):
+            IndexEntry.objects.bulk_create(rows, ignore_conflicts=True)
+        ctx.progress(batch + 1, batches)
+    probe(ctx)
+
+
+def probe(ctx: StageContext) -> None:
+    """Search for this version's own first chunk through the real search path, with the tenant
+    filter applied and the version filter set to this (not yet published) version."""
+    version = version_of(ctx)
+    first = Chunk.objects.filter(version=version).order_by("ordinal").values_list("text", flat=True).first()
+    if first is None:
+        raise StageFailure(INDEX_WRITE_FAILED.code, "no chunk to probe")
+    hits = search(version.document.tenant, first[:500], k=5, version=version.pk)
+    if not any(hit.version_id == version.pk for hit in hits):
+        raise StageFailure(INDEX_WRITE_FAILED.code, "probe query did not find the version's chunks")

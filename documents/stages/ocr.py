@@ -1,0 +1,75 @@
+"""OCR: only the pages that need it, in batches, with a checkpoint after each batch.
+
+Skipped (counting as done) when no page needs OCR. Retry hints from the ``ocr_timeout`` policy
+halve the batch and then switch to the alternative engine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.db.models import F
+from PIL import Image
+
+from documents.engines import ocr
+from documents.engines.parsing import render_image_page, render_pdf_page
+from documents.engines.sniff import Kind
+from documents.models import DocumentVersion, Page
+from documents.stages.common import local_file, version_of
+from jobs.context import StageContext
+
+
+def engine_for(hints: dict[str, object]) -> str:
+    name = ocr.default_engine_name()
+    if hints.get("ocr_engine") == "alternative":
+        return ocr.alternative_engine_name(name) or name
+    return name
+
+
+def batch_size_for(hints: dict[str, object]) -> int:
+    size = int(settings.OCR_BATCH_SIZE)
+    return max(1, size // 2) if hints.get("batch_size") == "halve" else size
+
+
+def render(path: Path, kind: Kind, number: int) -> Image.Image:
+    if kind is Kind.PDF:
+        return render_pdf_page(path, number, dpi=int(settings.OCR_DPI))
+    return render_image_page(path, number)
+
+
+def run(ctx: StageContext) -> None:
+    version = version_of(ctx)
+    numbers = list(
+        Page.objects.filter(version=version, needs_ocr=True)
+        .order_by("number")
+        .values_list("number", flat=True)
+    )
+    if not numbers:
+        ctx.skip()
+        return
+    engine_name = engine_for(ctx.hints)
+    engine = ocr.get_engine(engine_name)
+    size = batch_size_for(ctx.hints)
+    path = local_file(ctx, version)
+    kind = Kind(version.kind)
+    done = int(ctx.checkpoint.get("done", 0))
+    ctx.progress(done, len(numbers))
+    while done < len(numbers):
+        batch = numbers[done : done + size]
+        texts = {}
+        for number in batch:
+            ctx.check()
+            _count_attempt(version, number)
+            texts[number] = engine.recognize(render(path, kind, number))
+            ctx.touch()
+        done += len(batch)
+        with ctx.write(checkpoint={"done": done, "engine": engine_name}):
+            for number, text in texts.items():
+                Page.objects.filter(version=version, number=number).update(text=text, ocr_engine=engine_name)
+        ctx.progress(done, len(numbers))
+
+
+def _count_attempt(version: DocumentVersion, number: int) -> None:
+    # Unfenced on purpose: it counts real work (operators and tests see pages OCR'd twice).
+    Page.objects.filter(version=version, number=number).update(ocr_attempts=F("ocr_attempts") + 1)

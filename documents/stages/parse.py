@@ -1,0 +1,57 @@
+"""Parsing: text and structure page by page, with a checkpoint after each flushed batch of pages."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from documents.engines.parsing import ParsedPage, page_count, parse
+from documents.engines.sniff import Kind
+from documents.models import DocumentVersion, Page
+from documents.stages.common import local_file, version_of
+from jobs.context import StageContext
+from jobs.errors import EMPTY_INPUT, StageFailure
+
+# Pages are written in batches: every FLUSH_PAGES pages or FLUSH_SECONDS, whichever comes first,
+# so a fast text PDF is not slowed by a write per page and a slow one still checkpoints often.
+FLUSH_PAGES = 50
+FLUSH_SECONDS = 1.0
+
+
+def run(ctx: StageContext) -> None:
+    version = version_of(ctx)
+    kind = Kind(version.kind)
+    path = local_file(ctx, version)
+    total = page_count(path, kind)
+    start = int(ctx.checkpoint.get("next_page", 0))
+    batch: list[ParsedPage] = []
+    last_flush = time.monotonic()
+    for page in parse(path, kind, start_page=start):
+        batch.append(page)
+        if len(batch) >= FLUSH_PAGES or time.monotonic() - last_flush >= FLUSH_SECONDS:
+            _flush(ctx, version, batch)
+            ctx.progress(page.number, total)
+            batch, last_flush = [], time.monotonic()
+        else:
+            ctx.touch()
+    if batch:
+        _flush(ctx, version, batch)
+    ctx.progress(total, total)
+    pages = Page.objects.filter(version=version)
+    if not pages.exclude(text="").exists() and not pages.filter(needs_ocr=True).exists():
+        raise StageFailure(EMPTY_INPUT.code, "no page has text and none needs OCR")
+
+
+def _flush(ctx: StageContext, version: DocumentVersion, pages: Iterable[ParsedPage]) -> None:
+    rows = [
+        Page(
+            version=version,
+            number=p.number,
+            text=p.text,
+            needs_ocr=p.needs_ocr,
+            blocks=[{"kind": b.kind, "text": b.text, "level": b.level} for b in p.blocks],
+        )
+        for p in pages
+    ]
+    with ctx.write(checkpoint={"next_page": rows[-1].number}):
+        Page.objects.bulk_create(rows, ignore_conflicts=True)

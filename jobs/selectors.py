@@ -1,0 +1,104 @@
+"""Read paths: a job as users see it (API, pages, CLI all use the same view)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from jobs import pipelines
+from jobs.errors import get_cause
+from jobs.models import FINISHED, Job, Status
+from jobs.progress import displayed
+from jobs.services.lifecycle import user_may_retry
+
+TERMINAL_WORDS = {"ready", "cancelled"}
+
+
+@dataclass(frozen=True)
+class StageView:
+    name: str
+    label: str
+    state: str  # done | running | waiting | skipped | failed | cancelled
+
+
+@dataclass(frozen=True)
+class JobView:
+    job_id: str
+    status: str
+    stage: str
+    stage_label: str
+    state: str
+    stage_index: int
+    stage_count: int
+    progress: float | None
+    processed: int | None
+    total: int | None
+    unit: str
+    attempt: int
+    can_cancel: bool
+    can_retry: bool
+    cancel_requested: bool
+    updated_at: datetime
+    finished_at: datetime | None
+    error: dict[str, Any] | None
+    finished: bool
+    stages: list[StageView] = field(default_factory=list)
+
+
+def stage_states(job: Job) -> list[StageView]:
+    """The stepper: each stage of the job's pipeline as done, running, waiting, skipped, failed."""
+    pipeline = pipelines.get(job.kind)
+    current = pipeline.index(job.stage)
+    views = []
+    for i, stage in enumerate(pipeline.stages):
+        if job.status == Status.READY or i < current:
+            state = "skipped" if stage.name in job.skipped_stages else "done"
+        elif i > current:
+            state = "waiting"
+        elif job.status == Status.FAILED:
+            state = "failed"
+        elif job.status == Status.CANCELLED:
+            state = "cancelled"
+        elif job.status in (Status.RUNNING, Status.CANCEL_REQUESTED):
+            state = "running"
+        else:
+            state = "waiting"
+        views.append(StageView(stage.name, stage.label or stage.name, state))
+    return views
+
+
+def job_view(job: Job) -> JobView:
+    pipeline = pipelines.get(job.kind)
+    stage = pipeline.stage(job.stage)
+    error = None
+    if job.status in (Status.FAILED, Status.STALLED) and job.error_code:
+        cause = get_cause(job.error_code)
+        error = {
+            "code": cause.code,
+            "message": cause.user_message,
+            "retryable": user_may_retry(job),
+            "action": cause.action.value,
+        }
+    return JobView(
+        job_id=str(job.pk),
+        status=job.status,
+        stage=job.stage,
+        stage_label=stage.label or stage.name,
+        state=job.state_word(),
+        stage_index=pipeline.index(job.stage) + 1,
+        stage_count=len(pipeline.stages),
+        progress=displayed(job.progress, total=job.total, ready=job.status == Status.READY),
+        processed=job.processed,
+        total=job.total,
+        unit=stage.unit,
+        attempt=job.attempt,
+        can_cancel=job.status in (Status.QUEUED, Status.RUNNING),
+        can_retry=user_may_retry(job),
+        cancel_requested=job.status == Status.CANCEL_REQUESTED,
+        updated_at=job.updated_at,
+        finished_at=job.finished_at,
+        error=error,
+        finished=job.status in FINISHED,
+        stages=stage_states(job),
+    )
