@@ -8,5 +8,8 @@ class DocumentsConfig(AppConfig):
 
     def ready(self) -> None:
         from documents import pipeline
+        from documents.services.quotas import tenant_quota
+        from jobs.quotas import register_provider
 
         pipeline.register()
+        register_provider(tenant_quota)

@@ -339,7 +339,8 @@ class SentenceTransformerEmbedder:
         self.model_name = model_name
         self.batch_size = batch_size
         self._model = SentenceTransformer(model_name, device=device)
-        self._dimension = int(self._model.get_sentence_embedding_dimension())
+        # Asked of the model itself: the name of the dimension accessor changed across major versions.
+        self._dimension = int(np.asarray(self._model.encode(["dimension probe"])).shape[1])
 
     @property
     def name(self) -> str:

@@ -19,13 +19,13 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from jobs import pipelines
-from jobs.dispatch import dispatch_if_due
+from jobs.dispatch import dispatch, dispatch_if_due
 from jobs.errors import (
     INTERNAL_ERROR,
     JobConflict,
@@ -34,6 +34,7 @@ from jobs.errors import (
     get_cause,
 )
 from jobs.models import LEASED, Actor, Job, JobEvent, StageRun, Status
+from jobs.quotas import quota_for
 from jobs.retry import decide
 from jobs.services.cleanup import job_run_cleanup
 from jobs.services.transition import append_event, apply_transition
@@ -90,8 +91,8 @@ def _claim_loaded(job: Job, worker: str, *, reason: str) -> Claim:
 def job_claim(*, job_id: Any, worker: str | None = None) -> Claim | None:
     """Atomically move a due queued job to running for this worker.
 
-    ``None`` means someone else holds it, it is not due, or it is not queued: do nothing.
-    Never "read again and run anyway".
+    ``None`` means someone else holds it, it is not due, it is not queued, or its tenant is at
+    its running quota (then it is deferred): do nothing. Never "read again and run anyway".
     """
     worker = worker or worker_identity()
     job = Job.objects.filter(pk=job_id).first()
@@ -101,9 +102,47 @@ def job_claim(*, job_id: Any, worker: str | None = None) -> Claim | None:
         return None
     try:
         with transaction.atomic():
+            if not _within_running_quota(job):
+                _defer(job)
+                return None
             return _claim_loaded(job, worker, reason=f"claimed attempt {job.attempt + 1}")
     except JobConflict:
         return None
+
+
+QUOTA_RETRY_SECONDS = 2.0
+
+
+def _within_running_quota(job: Job) -> bool:
+    limit = quota_for(job.tenant).max_running
+    if limit is None:
+        return True
+    if connection.vendor == "postgresql":
+        # Serialises claims of one tenant so two workers cannot both take the last slot.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"jobs-tenant:{job.tenant}"])
+    running = Job.objects.filter(tenant=job.tenant, status__in=LEASED).count()
+    return running < limit
+
+
+def _defer(job: Job) -> None:
+    # Bookkeeping, not a status change: the job stays queued; the reaper dispatches it again
+    # once it is due (or a finishing job of the same tenant hands its slot on sooner).
+    Job.objects.filter(pk=job.pk, version=job.version, status=Status.QUEUED).update(
+        not_before=timezone.now() + timedelta(seconds=QUOTA_RETRY_SECONDS), dispatched_at=None
+    )
+
+
+def dispatch_next_of_tenant(tenant: str) -> None:
+    """Hand a freed running slot to the tenant's oldest due job that is waiting for one."""
+    nxt = (
+        Job.objects.filter(status=Status.QUEUED, tenant=tenant, dispatched_at__isnull=True)
+        .order_by("queued_at")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if nxt is not None:
+        transaction.on_commit(lambda: dispatch(nxt))
 
 
 @dataclass(frozen=True)
@@ -210,6 +249,7 @@ def job_complete_stage(*, claim: Claim, skipped: bool = False, continue_inline: 
             if pipeline.publish is not None:
                 pipeline.publish(job)  # may raise to refuse; the whole publish rolls back
             _finish_run(claim, StageRun.Outcome.READY)
+            dispatch_next_of_tenant(job.tenant)
         return None
     skipped_stages = [*job.skipped_stages, job.stage] if skipped else list(job.skipped_stages)
     with transaction.atomic():
@@ -268,6 +308,7 @@ def job_fail_stage(*, claim: Claim, error: BaseException, rng: random.Random | N
                 after_commit=dispatch_if_due,
             )
             _finish_run(claim, StageRun.Outcome.RETRY, **detail)
+            dispatch_next_of_tenant(job.tenant)
         else:
             job = apply_transition(
                 job,
@@ -280,6 +321,7 @@ def job_fail_stage(*, claim: Claim, error: BaseException, rng: random.Random | N
                 message=cause.user_message,
             )
             _finish_run(claim, StageRun.Outcome.FAILED, **detail)
+            dispatch_next_of_tenant(job.tenant)
     if job.status == Status.FAILED:
         job_run_cleanup(job_id=job.pk)
     return job
@@ -300,5 +342,6 @@ def job_finish_cancel(*, claim: Claim) -> Job:
             cleanup_from=first,
         )
         _finish_run(claim, StageRun.Outcome.CANCELLED)
+        dispatch_next_of_tenant(job.tenant)
     job_run_cleanup(job_id=job.pk)
     return job
