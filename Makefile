@@ -20,9 +20,11 @@ setup: $(VENV)/.installed
 migrate: setup
 	$(BIN)/python manage.py migrate --noinput
 
-# The whole platform on SQLite: ASGI web server, django-q2 cluster and the reaper loop.
+# The whole platform on SQLite: ASGI web server, django-q2 cluster and the reaper loop, with a
+# demo user and the bundled samples ingested (followed live in the terminal) on the first run.
 run: migrate
-	$(BIN)/python manage.py run_platform
+	$(BIN)/python manage.py demo_setup
+	$(BIN)/python manage.py run_platform --then "ingest documents/samples --tenant demo"
 
 lint: setup
 	$(BIN)/ruff check .

@@ -119,6 +119,8 @@ STATIC_ROOT = VAR_DIR / "static"
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
 MEDIA_URL = "media/"
 LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -152,10 +154,18 @@ JOBS_REAPER_INTERVAL = env_float("JOBS_REAPER_INTERVAL", 10)
 JOBS_REDISPATCH_AFTER = env_float("JOBS_REDISPATCH_AFTER", 60)
 # Progress events are appended at most this often per job.
 JOBS_PROGRESS_EVENT_SECONDS = env_float("JOBS_PROGRESS_EVENT_SECONDS", 1.0)
+# A handler stuck this long past its deadline in uninterruptible code ends its worker process.
+JOBS_STUCK_EXIT_SECONDS = env_float("JOBS_STUCK_EXIT_SECONDS", 30)
 # A worker writes progress at most this often (the last unit of a stage is always written).
 JOBS_PROGRESS_WRITE_SECONDS = env_float("JOBS_PROGRESS_WRITE_SECONDS", 0.5)
 # Extra modules that register pipelines (tests and add-ons; apps register in ready()).
 JOBS_PIPELINE_MODULES = [m for m in os.environ.get("JOBS_PIPELINE_MODULES", "").split(",") if m]
+
+# --- metrics (/metrics) -----------------------------------------------------------------------
+# Scrapers send "Authorization: Bearer <METRICS_TOKEN>"; METRICS_ALLOWED_IPS (addresses or
+# networks, comma-separated) restricts who may ask. With neither set, /metrics is closed.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOWED_IPS = [a.strip() for a in os.environ.get("METRICS_ALLOWED_IPS", "").split(",") if a.strip()]
 
 # --- documents ------------------------------------------------------------------------------
 DOCUMENTS_MAX_UPLOAD_BYTES = env_int("DOCUMENTS_MAX_UPLOAD_BYTES", 50 * 1024 * 1024)

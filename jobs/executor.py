@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import threading
 from typing import Any
 
@@ -38,11 +39,12 @@ class Watchdog(threading.Thread):
     the handler) and raises :class:`StageTimeout` inside the handler's thread.
     """
 
-    def __init__(self, ctx: StageContext) -> None:
+    def __init__(self, ctx: StageContext, *, exit_when_stuck: bool = False) -> None:
         super().__init__(name=f"watchdog-{ctx.job_id}", daemon=True)
         self.ctx = ctx
         self._stop_event = threading.Event()
         self.interval = float(settings.JOBS_HEARTBEAT_SECONDS)
+        self.exit_when_stuck = exit_when_stuck
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -86,11 +88,19 @@ class Watchdog(threading.Thread):
             job_fail_stage(claim=ctx.claim, error=error)
         except JobConflict:
             _settle_conflict(ctx.claim)
-        # Unwind the handler at its next bytecode; a handler stuck in C code is ended by the q2
-        # task timeout, and its writes are already fenced out by the transition above.
+        # Unwind the handler at its next bytecode. Its writes are already fenced out by the
+        # transition above, so only the worker slot is at stake if it does not unwind.
         ctypes.pythonapi.PyThreadState_SetAsyncExc(
             ctypes.c_ulong(ctx.handler_thread), ctypes.py_object(StageTimeout)
         )
+        grace = float(settings.JOBS_STUCK_EXIT_SECONDS)
+        if self.exit_when_stuck and not self._stop_event.wait(grace):
+            # Stuck in C code (a parser hang): the process cannot be saved, so it exits and the
+            # q2 cluster starts a fresh worker in its place.
+            log.critical(
+                "job %s: handler still stuck %ss after its deadline; worker exits", ctx.job_id, grace
+            )
+            os._exit(70)
 
 
 def _settle_conflict(claim: Claim) -> None:
@@ -106,12 +116,16 @@ def _settle_conflict(claim: Claim) -> None:
         log.info("job %s: lease lost, stepping back", claim.job_id)
 
 
-def run_stage(claim: Claim) -> Claim | None:
-    """Run the claimed stage and record its outcome; returns the next claim to run inline."""
+def run_stage(claim: Claim, *, exit_when_stuck: bool = False) -> Claim | None:
+    """Run the claimed stage and record its outcome; returns the next claim to run inline.
+
+    ``exit_when_stuck`` (q2 worker processes only) lets the watchdog end the process when a
+    handler stays stuck past its deadline in code that cannot be interrupted.
+    """
     pipeline = pipelines.get(claim.job.kind)
     stage = pipeline.stage(claim.job.stage)
     ctx = StageContext(claim, pipeline, stage)
-    watchdog = Watchdog(ctx)
+    watchdog = Watchdog(ctx, exit_when_stuck=exit_when_stuck)
     watchdog.start()
     try:
         try:
@@ -153,11 +167,11 @@ def run_stage(claim: Claim) -> Claim | None:
         return None
 
 
-def run_job(job_id: Any, *, worker: str | None = None) -> str:
+def run_job(job_id: Any, *, worker: str | None = None, exit_when_stuck: bool = False) -> str:
     """Claim the job and run its stages (continuing inline while they share a pool)."""
     claim = job_claim(job_id=job_id, worker=worker)
     if claim is None:
         return "not claimed"
     while claim is not None:
-        claim = run_stage(claim)
+        claim = run_stage(claim, exit_when_stuck=exit_when_stuck)
     return "done"

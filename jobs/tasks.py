@@ -10,7 +10,7 @@ from jobs.services.reaper import reap
 
 def run_job(job_id: Any) -> str:
     """Run the job's stages if this delivery wins the claim; otherwise return quietly."""
-    return _run_job(job_id)
+    return _run_job(job_id, exit_when_stuck=True)
 
 
 def reap_jobs() -> dict[str, int]:

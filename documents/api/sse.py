@@ -53,18 +53,19 @@ def _resolve(request: HttpRequest, document_id: str, job_id: str) -> tuple[int, 
 def _job_as_of(job: Job, event: JobEvent) -> Job:
     """An unsaved copy of ``job`` with the facts ``event`` recorded (status, stage, progress ...)."""
     values = {f.attname: getattr(job, f.attname) for f in job._meta.concrete_fields}
-    values.update(
-        status=event.to_status,
-        stage=event.stage,
-        progress=event.progress or 0.0,
-        processed=event.processed,
-        total=event.total,
-        attempt=event.attempt,
-        updated_at=event.at,
-        version=event.job_version,
-    )
+    values |= {
+        "status": event.to_status,
+        "stage": event.stage,
+        "progress": event.progress or 0.0,
+        "processed": event.processed,
+        "total": event.total,
+        "attempt": event.attempt,
+        "updated_at": event.at,
+        "version": event.job_version,
+    }
     if event.to_status != job.status:
-        values.update(error_code="" if event.to_status != "failed" else job.error_code, finished_at=None)
+        values |= {"error_code": job.error_code if event.to_status == "failed" else "", "finished_at": None}
+    # An unsaved, in-memory copy for rendering only: it is never saved.
     return Job(**values)
 
 

@@ -135,8 +135,9 @@ def _defer(job: Job) -> None:
 
 def dispatch_next_of_tenant(tenant: str) -> None:
     """Hand a freed running slot to the tenant's oldest due job that is waiting for one."""
+    due = Q(not_before__isnull=True) | Q(not_before__lte=timezone.now())
     nxt = (
-        Job.objects.filter(status=Status.QUEUED, tenant=tenant, dispatched_at__isnull=True)
+        Job.objects.filter(due, status=Status.QUEUED, tenant=tenant, dispatched_at__isnull=True)
         .order_by("queued_at")
         .values_list("pk", flat=True)
         .first()

@@ -98,3 +98,31 @@ def test_a_cancel_mid_stage_is_honoured_at_the_next_safe_point(platform, subproc
     assert ("finish_cancel", "worker") in JobEvent.objects.filter(job=job).values_list("name", "actor")
     result = check_jobs(subprocess_env)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_worker_stuck_in_native_code_records_the_timeout_and_is_replaced(
+    processes, subprocess_env, tmp_path: Path
+):
+    env = {**subprocess_env, "TEST_PAGES_DEADLINE": "1", "JOBS_STUCK_EXIT_SECONDS": "1"}
+    processes.manage("qcluster", ["qcluster"], env)
+    processes.manage("reaper", ["reap_jobs", "--interval", "0.5"], env)  # dispatches the backoff
+    job = new_job(pages=3, stuck_at=1)
+    stuck = wait_for(
+        lambda: Call.objects.filter(job_id=job.pk, stage="pages", unit=1).first(), timeout=60, what="page 1"
+    )
+    # The worker ends the stage at its deadline with a timeout, then leaves the process.
+    wait_for(lambda: reload(job).error_code == "stage_timeout", timeout=20, what="timeout recorded")
+    wait_for(lambda: not _alive(stuck.pid), timeout=20, what="stuck worker gone")
+    # The job is retried by a fresh worker (which gets stuck again) and fails at the limit.
+    job = wait_status(job, Status.FAILED, processes, timeout=60)
+    assert job.error_code == "stage_timeout"
+    pids = set(Call.objects.filter(job_id=job.pk, stage="pages", unit=1).values_list("pid", flat=True))
+    assert len(pids) == 2, "each attempt ran in a different worker process"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/status").read_text().find("State:\tZ") < 0

@@ -2,8 +2,8 @@
 
 Its behaviour is steered by the job's payload: ``pages`` (count), ``page_sleep`` (seconds per
 page), ``fail`` (a cause code raised at the first page), ``hang_at`` (a page where the handler
-stops making progress), ``pause_file`` and ``pause_at`` (page ``pause_at`` waits at a safe point
-while that file exists).
+stops making progress), ``stuck_at`` (a page where it blocks in one uninterruptible call),
+``pause_file`` and ``pause_at`` (page ``pause_at`` waits at a safe point while that file exists).
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def pages(ctx: StageContext) -> None:
         if payload.get("hang_at") == page:
             while True:  # makes no progress: the watchdog must end this
                 time.sleep(0.05)
+        if payload.get("stuck_at") == page:
+            time.sleep(3600)  # one long C call: like a parser hung in native code
         time.sleep(float(payload.get("page_sleep", 0)))
         with ctx.write(checkpoint={"next": page + 1}):
             Output.objects.create(job_id=ctx.job_id, key=f"page-{page}", worker_token=ctx.token)

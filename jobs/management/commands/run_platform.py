@@ -8,6 +8,7 @@ README's deployment section): ``uvicorn config.asgi:application``, ``manage.py q
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -23,6 +24,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument(
+            "--then",
+            action="append",
+            default=[],
+            metavar="COMMAND",
+            help="A manage.py command line to run once the platform is up (e.g. an ingest).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         python = sys.executable
@@ -48,6 +56,9 @@ class Command(BaseCommand):
         }
         procs = {name: subprocess.Popen(cmd, env=env) for name, (cmd, env) in parts.items()}
         self.stdout.write(f"platform running: http://{options['host']}:{options['port']}/  (Ctrl-C stops it)")
+        for line in options["then"]:
+            # Runs beside the platform; its exit does not stop the platform.
+            subprocess.Popen([python, manage, *shlex.split(line)])
         stopping = False
 
         def stop(*_: Any) -> None:
