@@ -175,27 +175,33 @@ def pdf_title(path: StrPath) -> str | None:
 
 
 def iter_pdf_pages(path: StrPath, start: int = 0) -> Iterator[ParsedPage]:
-    """Pages of a PDF from page ``start + 1`` on; a page with no text layer has ``needs_ocr``.
+    """Pages of a PDF from page ``start + 1`` on.
 
-    PDFium recovers the readable pages of a damaged file and fails on the bad ones; a bad page
-    fails the document (``corrupt_input``) rather than silently leaving a hole in it.
+    A page with no text layer but with something drawn on it (a scan, vector outlines) has
+    ``needs_ocr``; a page with nothing on it at all is simply empty, so a PDF of blank pages is
+    not sent through OCR page by page. PDFium recovers the readable pages of a damaged file and
+    fails on the bad ones; a bad page fails the document (``corrupt_input``) rather than silently
+    leaving a hole in it.
     """
     with _open_pdf(path) as pdf:
         for index in range(start, len(pdf)):
-            text = _clean_extracted_text(_pdf_page_text(pdf, index))
+            raw_text, drawn = _pdf_page_content(pdf, index)
+            text = _clean_extracted_text(raw_text)
             if text:
                 yield ParsedPage.from_blocks(index + 1, paragraph_blocks(text))
             else:
-                yield ParsedPage(index + 1, "", needs_ocr=True)
+                yield ParsedPage(index + 1, "", needs_ocr=drawn)
 
 
-def _pdf_page_text(pdf: pdfium.PdfDocument, index: int) -> str:
+def _pdf_page_content(pdf: pdfium.PdfDocument, index: int) -> tuple[str, bool]:
+    """The page's text layer and whether anything at all is drawn on it."""
     try:
         page = pdf[index]
         try:
+            drawn = pdfium_raw.FPDFPage_CountObjects(page.raw) > 0
             textpage = page.get_textpage()
             try:
-                return str(textpage.get_text_range())
+                return str(textpage.get_text_range()), drawn
             finally:
                 textpage.close()
         finally:

@@ -150,3 +150,17 @@ def test_zero_page_pdf_is_empty_input_even_right_after_an_encrypted_pdf(tmp_path
 
 def test_html_given_as_pdf_fails_with_corrupt_input(tmp_path: Path) -> None:
     assert failure(pdf(tmp_path, files.HTML_PAGE.encode())).cause == "corrupt_input"
+
+
+def test_blank_pages_are_empty_not_sent_to_ocr(tmp_path):
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    for _ in range(50):
+        pdf.add_page()
+    path = tmp_path / "blank.pdf"
+    path.write_bytes(bytes(pdf.output()))
+    pages = list(parse(path, Kind.PDF))
+    assert len(pages) == 50
+    assert not any(page.needs_ocr for page in pages)
+    assert all(page.text == "" for page in pages)
