@@ -14,6 +14,7 @@ import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded default's database and files live here
 
 
 def env_bool(name: str, default: bool = False) -> bool:
