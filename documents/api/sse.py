@@ -94,7 +94,9 @@ def _events_after(version_pk: Any, last_id: int | None) -> tuple[list[tuple[int,
         )
         for e in rows
     ]
-    done = bool(rows) and rows[-1].job_version == job.version and job.status in FINAL
+    # Finished when the job is final and nothing older than its final state is still to send
+    # (a client reconnecting after the end gets nothing more and the stream closes).
+    done = job.status in FINAL and (not rows or rows[-1].job_version == job.version)
     return out, done
 
 

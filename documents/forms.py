@@ -1,0 +1,62 @@
+"""The upload form of the pages, and the words for a refused upload in the user's language."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.template.defaultfilters import filesizeformat
+from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext_lazy as _
+
+from documents.engines.validation import RejectCode, UploadRejected
+from documents.models import Tenant
+from documents.services.upload import QUOTA_EXCEEDED
+
+
+class UploadForm(forms.Form):
+    # Empty files are the upload service's to refuse (400, file_empty), like every other check:
+    # one set of rules for the API and the pages.
+    file = forms.FileField(label=_("File"), allow_empty_file=True)
+    title = forms.CharField(
+        label=_("Title"),
+        required=False,
+        max_length=300,
+        help_text=_("Optional. The file name is used when empty."),
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["file"].help_text = _(
+            "PDF, DOCX, HTML, Markdown, text, PNG, JPEG or TIFF, up to %(limit)s."
+        ) % {"limit": filesizeformat(settings.DOCUMENTS_MAX_UPLOAD_BYTES)}
+
+
+# The fixed messages of documents/engines/validation.py, so that makemessages collects them:
+# a refusal is shown through gettext(message), which falls back to the service's own English
+# text when a message changes and its translation has not caught up yet.
+_FIXED_MESSAGES = (
+    gettext_noop("The file is empty."),
+    gettext_noop("The file name is not usable. Rename the file and upload it again."),
+    gettext_noop(
+        "This file type is not supported. Upload a PDF, DOCX, HTML, Markdown, text, PNG, JPEG or TIFF file."
+    ),
+    gettext_noop("This DOCX file has too many internal parts to open safely."),
+    gettext_noop("This DOCX file expands to more data than can be opened safely."),
+    gettext_noop("This DOCX file has password-protected parts. Remove the password and upload it again."),
+)
+
+
+def rejection_message(exc: UploadRejected, tenant: Tenant) -> str:
+    """The refusal's user-safe message, translated (its numbers come from the same settings)."""
+    if exc.code == RejectCode.FILE_TOO_LARGE:
+        return gettext("The file is larger than the limit of %(limit)s.") % {
+            "limit": filesizeformat(settings.DOCUMENTS_MAX_UPLOAD_BYTES)
+        }
+    if exc.code == QUOTA_EXCEEDED:
+        return gettext(
+            "Your workspace already has %(limit)s documents waiting to be processed. "
+            "Try again when some have finished."
+        ) % {"limit": tenant.max_queued_jobs}
+    return gettext(exc.message)

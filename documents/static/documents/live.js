@@ -1,0 +1,304 @@
+// The document page, live: follows the job's Server-Sent Events and redraws the status card.
+//
+// The status endpoint is the truth; the stream only tells us early. So:
+// - every answer (stream event, poll, action) goes through render(), which ignores anything
+//   older than what the page shows (by the job's updated_at): replayed or late answers can
+//   never move the page backwards;
+// - when the stream drops, the page polls the status endpoint every few seconds until the
+//   stream is back. The browser reconnects by itself (sending Last-Event-ID); if it gives up,
+//   we open a new EventSource after a back-off. Either way, once the stream is open again we
+//   FIRST re-read the status endpoint and only then apply the stream's events;
+// - a healthy stream is still checked against the endpoint every 30 s, in case it went silent;
+// - once the job is finished (ready, failed, cancelled) everything stops.
+(function () {
+  "use strict";
+
+  var POLL_MS = 3000;
+  var CHECK_MS = 30000;
+  var RECONNECT_MAX_MS = 30000;
+  var FINISHED = ["ready", "failed", "cancelled"];
+
+  var card = document.getElementById("job");
+  var words = JSON.parse(document.getElementById("status-words").textContent);
+  var shown = JSON.parse(document.getElementById("job-status").textContent);
+
+  var source = null;
+  var dropped = false;
+  var syncing = null; // the status re-read after a reconnect; stream events wait for it
+  var pollTimer = null;
+  var reconnectTimer = null;
+  var reconnectDelay = 2000;
+
+  // --- helpers ---------------------------------------------------------------------------
+
+  function part(name) {
+    return document.querySelector('[data-field="' + name + '"]');
+  }
+
+  function format(template, values) {
+    return template.replace(/%\((\w+)\)s/g, function (whole, key) {
+      return key in values ? String(values[key]) : whole;
+    });
+  }
+
+  // Fill an element with a translated sentence whose placeholders may be elements.
+  function fill(element, template, values) {
+    element.textContent = "";
+    template.split(/(%\(\w+\)s)/).forEach(function (piece) {
+      var key = /^%\((\w+)\)s$/.exec(piece);
+      var value = key ? values[key[1]] : piece;
+      element.append(value instanceof Node ? value : document.createTextNode(String(value)));
+    });
+  }
+
+  function show(element, visible) {
+    if (element) element.hidden = !visible;
+  }
+
+  function isFinished(status) {
+    return FINISHED.indexOf(status.status) >= 0;
+  }
+
+  // updated_at as microseconds: ISO strings from Python may omit or carry 6 fraction digits.
+  function stamp(iso) {
+    var fraction = /\.(\d+)/.exec(iso);
+    var micros = fraction ? parseInt((fraction[1] + "000000").slice(0, 6), 10) : 0;
+    return Date.parse(iso.replace(/\.\d+/, "")) * 1000 + micros;
+  }
+
+  function word(table, code, fallback) {
+    return table[code] || fallback || code;
+  }
+
+  // --- drawing ---------------------------------------------------------------------------
+
+  function render(status) {
+    if (stamp(status.updated_at) < stamp(shown.updated_at)) return; // older than the page
+    var before = shown;
+    shown = status;
+    card.dataset.status = status.status;
+
+    var state = part("state");
+    state.textContent = word(words.states, status.state);
+    state.className = "badge state-" + status.state;
+
+    var stageLine = part("stage-line");
+    stageLine.textContent = format(words.stageLine, {
+      index: status.stage_index,
+      count: status.stage_count,
+      label: word(words.stages, status.stage, status.stage_label),
+    });
+    show(stageLine, status.status !== "ready");
+
+    drawStepper(status);
+    drawProgress(status);
+    part("updated").replaceChildren(window.ingestPages.timeElement(status.updated_at));
+    part("attempt").textContent = status.attempt;
+    show(part("attempt-row"), status.attempt > 0);
+    drawError(status);
+    drawActions(status);
+    drawSearchable(status);
+    drawVersionRow(status);
+
+    if (before.state !== status.state) {
+      part("announce").textContent = format(words.announce, { state: word(words.states, status.state) });
+    }
+    if (isFinished(status)) stop();
+  }
+
+  function drawStepper(status) {
+    status.stages.forEach(function (stage) {
+      var step = card.querySelector('.step[data-stage="' + stage.name + '"]');
+      if (!step) return;
+      step.dataset.state = stage.state;
+      step.querySelector(".step-state").textContent = word(words.stageStates, stage.state);
+      if (stage.state === "running") step.setAttribute("aria-current", "step");
+      else step.removeAttribute("aria-current");
+    });
+  }
+
+  function drawProgress(status) {
+    var honest = status.progress !== null && status.progress !== undefined;
+    show(part("progress"), honest);
+    if (!honest) return;
+    var percent = Math.floor(status.progress); // 99.6 must not read as 100 before ready
+    var bar = card.querySelector("progress");
+    bar.value = percent;
+    bar.textContent = percent + "%";
+    part("percent").textContent = percent + "%";
+    var counted = status.status !== "ready" && status.processed !== null && status.total;
+    part("counts").textContent = counted
+      ? format(word(words.counts, status.unit || "", words.counts[""]), {
+          processed: status.processed,
+          total: status.total,
+        })
+      : "";
+  }
+
+  function drawError(status) {
+    var error = status.error;
+    show(part("error"), !!error);
+    var reupload = !!error && error.action === "reupload";
+    show(part("reupload"), reupload);
+    show(part("new-version"), !reupload);
+    if (!error) return;
+    part("error-message").textContent = word(words.causes, error.code, error.message);
+    part("error-action").textContent = word(words.actions, error.action);
+  }
+
+  function drawActions(status) {
+    show(card.querySelector('form[data-action="cancel"]'), status.can_cancel);
+    show(card.querySelector('form[data-action="retry"]'), status.can_retry);
+    show(part("stopping"), status.cancel_requested);
+  }
+
+  function drawSearchable(status) {
+    if (status.status !== "ready" || !status.published_at) return;
+    fill(part("searchable-since"), words.searchableSince, {
+      time: window.ingestPages.timeElement(status.published_at),
+      version: status.version,
+    });
+    show(part("searchable"), true);
+  }
+
+  function drawVersionRow(status) {
+    var row = document.querySelector('tr[data-job="' + status.job_id + '"]');
+    if (!row) return;
+    row.querySelector('[data-cell="state"]').textContent = word(words.states, status.state);
+    var role = { ready: "published", failed: "failed", cancelled: "cancelled" }[status.status] || "processing";
+    if (role === "published") {
+      // Publishing a version supersedes the one published before it.
+      document.querySelectorAll('tr[data-job] [data-role="published"]').forEach(function (badge) {
+        setRole(badge, "superseded");
+      });
+    }
+    setRole(row.querySelector("[data-role]"), role);
+  }
+
+  function setRole(badge, role) {
+    badge.dataset.role = role;
+    badge.className = "role role-" + role;
+    badge.textContent = word(words.roles, role);
+  }
+
+  function connection(text) {
+    var element = part("connection");
+    element.textContent = text || "";
+    element.dataset.state = text === words.live ? "live" : "down";
+    show(element, !!text);
+  }
+
+  // --- talking to the server -------------------------------------------------------------
+
+  function refresh() {
+    return fetch(shown.status_url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) {
+        return response.ok ? response.json().then(render) : null;
+      })
+      .catch(function () {
+        return null; // still down: the next poll tries again
+      });
+  }
+
+  function schedulePoll() {
+    clearTimeout(pollTimer);
+    pollTimer = setTimeout(function () {
+      refresh().then(function () {
+        if (!isFinished(shown)) schedulePoll();
+      });
+    }, dropped ? POLL_MS : CHECK_MS);
+  }
+
+  function onEvent(event) {
+    var status = JSON.parse(event.data);
+    if (syncing) syncing.then(function () { render(status); });
+    else render(status);
+  }
+
+  function onOpen() {
+    reconnectDelay = 2000;
+    connection(words.live);
+    if (!dropped) return;
+    dropped = false;
+    // Reconnected: what the stream missed may not be replayed (a new EventSource carries no
+    // Last-Event-ID), so read the truth first.
+    syncing = refresh().then(function () {
+      syncing = null;
+    });
+    schedulePoll();
+  }
+
+  function onError() {
+    if (isFinished(shown)) return stop();
+    if (!dropped) {
+      dropped = true;
+      connection(words.reconnecting);
+      refresh();
+      schedulePoll();
+    }
+    if (source && source.readyState === EventSource.CLOSED) {
+      // The browser gave up (an HTTP error, say): open a new stream ourselves, backing off.
+      source = null;
+      clearTimeout(reconnectTimer);
+      reconnectTimer = setTimeout(connect, reconnectDelay);
+      reconnectDelay = Math.min(reconnectDelay * 2, RECONNECT_MAX_MS);
+    }
+  }
+
+  function connect() {
+    if (source || isFinished(shown) || !window.EventSource) return;
+    source = new EventSource(shown.events_url);
+    source.addEventListener("open", onOpen);
+    source.addEventListener("status", onEvent);
+    source.addEventListener("progress", onEvent);
+    source.addEventListener("error", onError);
+  }
+
+  function stop() {
+    if (source) source.close();
+    source = null;
+    dropped = false;
+    clearTimeout(pollTimer);
+    clearTimeout(reconnectTimer);
+    connection("");
+  }
+
+  // Cancel and retry through the API, so the answer redraws the card at once; the plain forms
+  // (and their redirect) remain for browsers without JavaScript.
+  card.querySelectorAll("form[data-action]").forEach(function (form) {
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var button = form.querySelector("button");
+      var token = form.querySelector('[name="csrfmiddlewaretoken"]').value;
+      var refused = part("action-error");
+      button.disabled = true;
+      show(refused, false);
+      fetch(form.dataset.api, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "X-CSRFToken": token, Accept: "application/json" },
+      })
+        .then(function (response) {
+          if (!response.ok) throw new Error("refused");
+          return response.json();
+        })
+        .then(function (status) {
+          render(status);
+          connect(); // a retried job is active again
+          schedulePoll();
+        })
+        .catch(function () {
+          refused.textContent = words.actionRefused;
+          show(refused, true);
+          refresh();
+        })
+        .finally(function () {
+          button.disabled = false;
+        });
+    });
+  });
+
+  if (!window.EventSource) dropped = true; // no stream at all: poll at the quick pace
+  connect();
+  if (!isFinished(shown)) schedulePoll();
+})();
