@@ -4,6 +4,10 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("documents.api.urls")),
+    path("metrics", include("jobs.urls")),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("", include("documents.urls")),
 ]
 
 handler404 = "documents.api.errors.not_found"

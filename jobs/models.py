@@ -108,6 +108,11 @@ class Job(FSMModelMixin, models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # Operator powers beyond the routine actions (see jobs/admin/actions.py).
+        permissions = [
+            ("takeover_job", "Can take over stalled jobs"),
+            ("force_retry_job", "Can force a retry or a restart of a failed job"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["kind", "subject_id", "subject_version"], name="job_one_per_subject_version"
@@ -238,6 +243,9 @@ class Job(FSMModelMixin, models.Model):
     def take_over(self, *, now: datetime, hints: dict[str, Any] | None = None) -> None:
         # The lost worker's token is revoked here: its fenced writes match no row from now on.
         self._release()
+        self.stalled_at = None
+        self.error_code = ""
+        self.error_message = ""
         self.hints = {**self.hints, **(hints or {})}
         self._to_queue(now, now)
 
@@ -348,7 +356,10 @@ class StageRun(models.Model):
                 fields=["job"], condition=Q(outcome="running"), name="stagerun_one_running_per_job"
             ),
         ]
-        indexes = [models.Index(fields=["stage", "started_at"], name="stagerun_stage_started")]
+        indexes = [
+            models.Index(fields=["stage", "started_at"], name="stagerun_stage_started"),
+            models.Index(fields=["finished_at"], name="stagerun_finished"),  # health, metrics
+        ]
 
     @property
     def duration(self) -> timedelta | None:
@@ -384,7 +395,10 @@ class JobEvent(models.Model):
 
     class Meta:
         ordering = ["id"]
-        indexes = [models.Index(fields=["job", "id"], name="jobevent_job_id")]
+        indexes = [
+            models.Index(fields=["job", "id"], name="jobevent_job_id"),
+            models.Index(fields=["at"], name="jobevent_at"),  # health and metrics windows
+        ]
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:

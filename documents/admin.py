@@ -1,0 +1,219 @@
+"""Admin for tenants (quotas editable), memberships, documents and versions (read-only).
+
+Also what the documents app contributes to the jobs console, which knows nothing about
+documents: links from a job to its document and version, the OCR retry variants (the OCR stage
+understands ``batch_size`` and ``ocr_engine`` hints), and where a tenant's quotas are edited.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.http import urlencode
+
+from documents.models import Document, DocumentVersion, Membership, Tenant
+from documents.pipeline import KIND
+from jobs.admin.registry import (
+    RetryVariant,
+    register_retry_variant,
+    register_subject_links,
+    register_tenant_link,
+)
+from jobs.models import LEASED, Job, Status
+
+# --- contributions to the jobs console ------------------------------------------------------
+
+
+def job_subject_links(job: Job) -> list[tuple[str, str]]:
+    links = [("document", reverse("admin:documents_document_change", args=[job.subject_id]))]
+    version_id = (
+        job.payload.get("version_id")
+        or DocumentVersion.objects.filter(job=job).values_list("pk", flat=True).first()
+    )
+    if version_id:
+        links.append(
+            (
+                f"version {job.subject_version}",
+                reverse("admin:documents_documentversion_change", args=[version_id]),
+            )
+        )
+    return links
+
+
+register_subject_links(KIND, job_subject_links)
+register_tenant_link(lambda slug: f"{reverse('admin:documents_tenant_changelist')}?{urlencode({'q': slug})}")
+register_retry_variant(
+    RetryVariant(
+        "retry_smaller_batch",
+        "Retry OCR with a smaller batch (half)",
+        {"batch_size": "halve"},
+        kind=KIND,
+        stages=("ocr",),
+        description="The job is queued again at OCR; the stage recognises half as many pages per batch "
+        "(and checkpoints after each), which helps when a batch runs into the stage's deadline.",
+    )
+)
+register_retry_variant(
+    RetryVariant(
+        "retry_alternative_ocr",
+        "Retry OCR with the alternative engine",
+        {"ocr_engine": "alternative"},
+        kind=KIND,
+        stages=("ocr",),
+        description="The job is queued again at OCR, which runs on the alternative OCR engine.",
+    )
+)
+
+
+def job_link(job: Job | None) -> str:
+    """The version's job as its state word, linked to the job page."""
+    if job is None:
+        return "—"
+    return format_html(
+        '<a href="{}">{}</a>', reverse("admin:jobs_job_change", args=[job.pk]), job.state_word()
+    )
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows created and changed by services only: the admin shows them."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+# --- tenants: the quotas are what an operator edits here ------------------------------------
+
+
+def _count_jobs(statuses: tuple[str, ...]) -> Coalesce:
+    jobs = (
+        Job.objects.filter(tenant=OuterRef("slug"), status__in=statuses)
+        .order_by()
+        .values("tenant")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    return Coalesce(Subquery(jobs, output_field=IntegerField()), 0)
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = (
+        "slug",
+        "name",
+        "running_now",
+        "max_running_jobs",
+        "waiting_now",
+        "max_queued_jobs",
+        "created_at",
+    )
+    list_editable = ("max_running_jobs", "max_queued_jobs")
+    search_fields = ("slug", "name")
+    fields = ("slug", "name", "max_running_jobs", "max_queued_jobs", "created_at")
+    readonly_fields = ("created_at",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Tenant]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                running_jobs=_count_jobs(LEASED), waiting_jobs=_count_jobs((Status.UPLOADED, Status.QUEUED))
+            )
+        )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Tenant | None = None) -> tuple[str, ...]:
+        # The slug is the key jobs carry for this tenant: renaming it would orphan them.
+        return ("slug", "created_at") if obj is not None else ("created_at",)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # deleting a tenant would cascade to its documents; not an admin click
+
+    @admin.display(description="running now", ordering="running_jobs")
+    def running_now(self, tenant: Tenant) -> int:
+        return int(getattr(tenant, "running_jobs", 0))
+
+    @admin.display(description="waiting now", ordering="waiting_jobs")
+    def waiting_now(self, tenant: Tenant) -> int:
+        return int(getattr(tenant, "waiting_jobs", 0))
+
+
+@admin.register(Membership)
+class MembershipAdmin(ReadOnlyAdmin):
+    list_display = ("user", "tenant", "created_at")
+    list_select_related = ("user", "tenant")
+    search_fields = ("user__username", "tenant__slug")
+
+
+# --- documents and versions -----------------------------------------------------------------
+
+
+class VersionInline(admin.TabularInline):
+    model = DocumentVersion
+    fk_name = "document"
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    fields = ("number", "original_name", "kind", "size", "job_state", "published_at", "superseded_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="job")
+    def job_state(self, version: DocumentVersion) -> str:
+        return job_link(version.job)
+
+
+@admin.register(Document)
+class DocumentAdmin(ReadOnlyAdmin):
+    list_display = ("title", "id", "tenant", "latest_number", "published", "created_at")
+    list_filter = ("tenant",)
+    list_select_related = ("tenant", "published_version")
+    search_fields = ("=id", "title", "tenant__slug")
+    inlines = (VersionInline,)
+
+    @admin.display(description="published")
+    def published(self, document: Document) -> str:
+        version = document.published_version
+        return f"v{version.number}" if version is not None else "—"
+
+
+@admin.register(DocumentVersion)
+class DocumentVersionAdmin(ReadOnlyAdmin):
+    list_display = ("document", "number", "original_name", "kind", "size", "job_state", "published_at")
+    list_select_related = ("document", "job")
+    search_fields = ("=id", "=document__id", "sha256", "original_name")
+    fields = (
+        "document",
+        "number",
+        "original_name",
+        "kind",
+        "content_type",
+        "encoding",
+        "size",
+        "sha256",
+        "job_state",
+        "created_by",
+        "created_at",
+        "published_at",
+        "superseded_at",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="job")
+    def job_state(self, version: DocumentVersion) -> str:
+        return job_link(version.job)

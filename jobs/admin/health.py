@@ -1,0 +1,148 @@
+"""The admin's health page: the figures of ``jobs.health`` for people who would rather look.
+
+The page is a custom admin view (``/admin/jobs/job/health/``) linked from the admin index and the
+job list. Values are formatted here (durations, rates, quota bars) so the template stays plain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.admin import AdminSite
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from jobs.admin.chart import throughput_svg
+from jobs.admin.display import human_duration, since
+from jobs.admin.registry import tenant_link
+from jobs.health import Health, TenantLoad, snapshot
+from jobs.models import Status
+
+
+@dataclass(frozen=True)
+class Tile:
+    label: str
+    value: str
+    note: str = ""
+    alert: bool = False
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class TenantRow:
+    load: TenantLoad
+    url: str
+    running_pct: int
+    queued_pct: int
+
+
+def _pct(value: int, limit: int | None) -> int:
+    if not limit:
+        return 100 if value and limit == 0 else 0
+    return min(100, round(100 * value / limit))
+
+
+def _rate(failed: int, finished: int) -> str:
+    return f"{100 * failed / finished:.1f}% ({failed} of {finished})" if finished else "no attempts"
+
+
+def tiles(health: Health) -> list[Tile]:
+    changelist = reverse("admin:jobs_job_changelist")
+    totals = health.status_totals
+    return [
+        Tile("Running", str(totals.get(Status.RUNNING, 0)), url=f"{changelist}?status__exact=running"),
+        Tile("Queued", str(totals.get(Status.QUEUED, 0)), url=f"{changelist}?status__exact=queued"),
+        Tile(
+            "Stalled",
+            str(health.stalled),
+            "waiting for an operator" if health.stalled else "",
+            alert=health.stalled > 0,
+            url=reverse("admin:jobs_stalledjob_changelist"),
+        ),
+        Tile("Oldest queued", human_duration(health.oldest_queued_age), "since it entered the queue"),
+        Tile(
+            "Failure rate, 1 h",
+            _rate(health.attempts_hour.failed, health.attempts_hour.finished),
+            "of finished attempts",
+        ),
+        Tile("Failure rate, 24 h", _rate(health.attempts_day.failed, health.attempts_day.finished)),
+        Tile("Live workers", str(len(health.workers)), "heartbeat within one lease period"),
+    ]
+
+
+def state_matrix(health: Health) -> dict[str, Any]:
+    """Rows (kind, stage) by status columns, only the statuses that occur."""
+    columns = [s.value for s in Status if health.status_totals.get(s.value)]
+    rows: dict[tuple[str, str], dict[str, int]] = {}
+    for state in health.states:
+        rows.setdefault((state.kind, state.stage), {})[state.status] = state.count
+    return {
+        "columns": columns,
+        "rows": [
+            {
+                "kind": kind,
+                "stage": stage,
+                "counts": [counts.get(c, 0) for c in columns],
+                "total": sum(counts.values()),
+            }
+            for (kind, stage), counts in rows.items()
+        ],
+        "totals": [health.status_totals.get(c, 0) for c in columns],
+    }
+
+
+def health_context(health: Health) -> dict[str, Any]:
+    tenants = [
+        TenantRow(
+            load,
+            tenant_link(load.tenant),
+            _pct(load.running, load.max_running),
+            _pct(load.queued, load.max_queued),
+        )
+        for load in health.tenants
+    ]
+    return {
+        "health": health,
+        "tiles": tiles(health),
+        "matrix": state_matrix(health),
+        "timings": [
+            {
+                "stage": t.stage,
+                "wait_n": t.wait.samples,
+                "wait_median": human_duration(t.wait.median),
+                "wait_p95": human_duration(t.wait.p95),
+                "duration_n": t.duration.samples,
+                "duration_median": human_duration(t.duration.median),
+                "duration_p95": human_duration(t.duration.p95),
+            }
+            for t in health.timings
+        ],
+        "tenants": tenants,
+        "workers": [
+            {"name": w.name, "seen": since(w.last_heartbeat, health.at), "running": w.running}
+            for w in health.workers
+        ],
+        "chart": throughput_svg(health.throughput),
+    }
+
+
+def health_view(admin_site: AdminSite) -> Callable[[HttpRequest], HttpResponse]:
+    """The view, bound to the admin site whose chrome (header, sidebar) it renders in."""
+
+    def view(request: HttpRequest) -> HttpResponse:
+        user = request.user
+        if not (user.has_perm("jobs.view_job") or user.has_perm("jobs.change_job")):
+            raise PermissionDenied
+        context = {
+            **admin_site.each_context(request),
+            "title": "Job health",
+            "subtitle": None,
+            **health_context(snapshot()),
+        }
+        return TemplateResponse(request, "admin/jobs/health.html", context)
+
+    return view

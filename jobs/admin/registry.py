@@ -1,0 +1,86 @@
+"""What the apps that own job kinds contribute to the operator console.
+
+The engine knows nothing about documents (or any other subject), so an app registers, for its
+own job kind, the links from a job to its subject's admin pages and the retry variants its
+handlers understand (e.g. the document pipeline's OCR stage reads ``batch_size`` and
+``ocr_engine`` hints). The jobs admin only asks this registry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobs.models import Job
+
+log = logging.getLogger(__name__)
+
+SubjectLinks = Callable[[Job], list[tuple[str, str]]]
+
+_links: dict[str, SubjectLinks] = {}
+_variants: dict[str, RetryVariant] = {}
+
+
+@dataclass(frozen=True)
+class RetryVariant:
+    """A retry of the failed stage with hints the stage's handler understands.
+
+    Offered only for jobs of ``kind`` that failed in one of ``stages``; it is an ordinary retry
+    otherwise (the failure's cause must allow it, no force).
+    """
+
+    name: str
+    label: str
+    hints: Mapping[str, Any]
+    kind: str
+    stages: tuple[str, ...]
+    description: str = field(default="")
+
+    def fits(self, job: Job) -> bool:
+        return job.kind == self.kind and job.stage in self.stages
+
+
+def register_subject_links(kind: str, links: SubjectLinks) -> None:
+    """``links(job)`` returns ``[(label, url), ...]`` for the job page of jobs of ``kind``."""
+    _links[kind] = links
+
+
+def subject_links(job: Job) -> list[tuple[str, str]]:
+    links = _links.get(job.kind)
+    if links is None:
+        return []
+    try:
+        return links(job)
+    except Exception:  # a broken link must not take the job page down with it
+        log.exception("subject links for job %s failed", job.pk)
+        return []
+
+
+def register_retry_variant(variant: RetryVariant) -> RetryVariant:
+    _variants[variant.name] = variant
+    return variant
+
+
+def retry_variants() -> list[RetryVariant]:
+    return list(_variants.values())
+
+
+_tenant_link: Callable[[str], str] | None = None
+
+
+def register_tenant_link(link: Callable[[str], str]) -> None:
+    """``link(tenant_key)`` is the admin URL where that tenant (and its quotas) can be edited."""
+    global _tenant_link
+    _tenant_link = link
+
+
+def tenant_link(tenant: str) -> str:
+    if _tenant_link is None:
+        return ""
+    try:
+        return _tenant_link(tenant)
+    except Exception:  # a broken link must not take the health page down with it
+        log.exception("tenant link for %s failed", tenant)
+        return ""

@@ -1,0 +1,168 @@
+"""``/metrics``: the health figures in the Prometheus text format, computed at scrape time.
+
+A custom collector asks the database on every scrape (``jobs.health.snapshot``) instead of
+counting in this process: workers and the reaper are other processes, often on other machines,
+so only the database knows. Everything is a gauge of the current state or of a named window
+(``window="1h"`` / ``"24h"``); label values are bounded (statuses, stages, causes, and at most
+``TENANT_LIMIT`` tenants plus ``__other__``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from jobs.health import Health, TenantLoad, Timing, snapshot
+
+QUANTILES = (("0.5", "median"), ("0.95", "p95"))
+
+
+def _timings(name: str, doc: str, timings: list[tuple[str, Timing]]) -> Iterator[Metric]:
+    values = GaugeMetricFamily(name, doc, labels=["stage", "quantile"])
+    samples = GaugeMetricFamily(
+        f"{name.removesuffix('_seconds')}_samples", f"{doc} (samples)", labels=["stage"]
+    )
+    for stage, timing in timings:
+        samples.add_metric([stage], timing.samples)
+        for label, attr in QUANTILES:
+            value = getattr(timing, attr)
+            if value is not None:
+                values.add_metric([stage, label], value)
+    yield values
+    yield samples
+
+
+def _tenants(health: Health) -> Iterator[Metric]:
+    loads: list[TenantLoad] = [*health.tenants, *([health.other_tenants] if health.other_tenants else [])]
+    running = GaugeMetricFamily(
+        "jobs_tenant_running", "Running jobs of a tenant (busiest 50, then __other__).", labels=["tenant"]
+    )
+    waiting = GaugeMetricFamily(
+        "jobs_tenant_waiting", "Uploaded and queued jobs of a tenant.", labels=["tenant"]
+    )
+    running_limit = GaugeMetricFamily(
+        "jobs_tenant_running_limit", "A tenant's running-jobs quota.", labels=["tenant"]
+    )
+    waiting_limit = GaugeMetricFamily(
+        "jobs_tenant_waiting_limit", "A tenant's waiting-jobs quota.", labels=["tenant"]
+    )
+    for load in loads:
+        running.add_metric([load.tenant], load.running)
+        waiting.add_metric([load.tenant], load.queued)
+        if load.max_running is not None:
+            running_limit.add_metric([load.tenant], load.max_running)
+        if load.max_queued is not None:
+            waiting_limit.add_metric([load.tenant], load.max_queued)
+    yield from (running, waiting, running_limit, waiting_limit)
+
+
+def _causes(health: Health) -> Iterator[Metric]:
+    families = {
+        "failed_attempts": GaugeMetricFamily(
+            "jobs_failed_attempts",
+            "Attempts that ended with a failure cause in the window.",
+            labels=["cause", "window"],
+        ),
+        "retried": GaugeMetricFamily(
+            "jobs_retried_attempts",
+            "Failed attempts the retry policy retried automatically.",
+            labels=["cause", "window"],
+        ),
+        "failed_jobs": GaugeMetricFamily(
+            "jobs_failed_jobs",
+            "Jobs now failed with this cause that failed in the window.",
+            labels=["cause", "window"],
+        ),
+    }
+    for rates in health.causes:
+        for window, counts in (("1h", rates.hour), ("24h", rates.day)):
+            for attr, family in families.items():
+                family.add_metric([rates.cause, window], getattr(counts, attr))
+    yield from families.values()
+
+
+def collect_health(health: Health) -> Iterator[Metric]:
+    """The metric families for one snapshot (split out so tests can feed a snapshot)."""
+    by_status = GaugeMetricFamily(
+        "jobs_in_status", "Jobs by status, now (every status, zeros included).", labels=["status"]
+    )
+    for status, count in health.status_totals.items():
+        by_status.add_metric([status], count)
+    yield by_status
+    by_state = GaugeMetricFamily(
+        "jobs_by_state", "Jobs by kind, status and stage, now.", labels=["kind", "status", "stage"]
+    )
+    for state in health.states:
+        by_state.add_metric([state.kind, state.status, state.stage], state.count)
+    yield by_state
+    yield GaugeMetricFamily(
+        "jobs_stalled", "Stalled jobs (lease expired) waiting for a decision.", value=health.stalled
+    )
+    yield GaugeMetricFamily(
+        "jobs_oldest_queued_age_seconds",
+        "Seconds since the longest-waiting queued job entered the queue (0 when none is queued).",
+        value=health.oldest_queued_age or 0.0,
+    )
+    yield from _timings(
+        "jobs_queue_wait_seconds",
+        "Seconds from entering the queue to the claim, last 24 hours",
+        [(t.stage, t.wait) for t in health.timings],
+    )
+    yield from _timings(
+        "jobs_stage_duration_seconds",
+        "Seconds a completed attempt of a stage took, last 24 hours",
+        [(t.stage, t.duration) for t in health.timings],
+    )
+    yield from _causes(health)
+    finished = GaugeMetricFamily(
+        "jobs_finished_attempts", "Attempts that finished in the window.", labels=["window"]
+    )
+    failed = GaugeMetricFamily(
+        "jobs_failed_attempts_all", "Attempts that failed in the window, any cause.", labels=["window"]
+    )
+    for window, rates in (("1h", health.attempts_hour), ("24h", health.attempts_day)):
+        finished.add_metric([window], rates.finished)
+        failed.add_metric([window], rates.failed)
+    yield finished
+    yield failed
+    recoveries = GaugeMetricFamily(
+        "jobs_recoveries",
+        "Retries (retry_later: automatic), take-overs and give-ups in the window, by actor.",
+        labels=["transition", "actor", "window"],
+    )
+    for r in health.recoveries:
+        recoveries.add_metric([r.name, r.actor, "1h"], r.hour)
+        recoveries.add_metric([r.name, r.actor, "24h"], r.day)
+    yield recoveries
+    yield from _tenants(health)
+    yield GaugeMetricFamily(
+        "jobs_live_workers",
+        "Workers with a heartbeat within the last lease period.",
+        value=len(health.workers),
+    )
+
+
+class JobsCollector(Collector):
+    """Reads the database at scrape time."""
+
+    def collect(self) -> Iterator[Metric]:
+        started = time.monotonic()
+        yield from collect_health(snapshot())
+        yield GaugeMetricFamily(
+            "jobs_metrics_query_seconds",
+            "Seconds this scrape spent querying the database.",
+            value=time.monotonic() - started,
+        )
+
+
+REGISTRY = CollectorRegistry(auto_describe=False)
+REGISTRY.register(JobsCollector())
+
+
+def render() -> bytes:
+    """The exposition text of one scrape."""
+    return generate_latest(REGISTRY)

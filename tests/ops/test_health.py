@@ -1,0 +1,215 @@
+"""The health figures (jobs.health) against what the services did, and the health page."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from datetime import timedelta
+
+import pytest
+
+from jobs import health
+from jobs.admin.chart import nice_ceiling, throughput_svg
+from jobs.health import Bucket, quantile, snapshot
+from jobs.services.reaper import reap
+from jobs.services.worker import job_claim, job_complete_stage
+from tests.jobs import helpers as jh
+from tests.jobs.helpers import new_job
+from tests.ops.conftest import VIEW, login, make_staff
+from tests.ops.helpers import complete, fail, tenant
+
+# --- pure parts: no database ---------------------------------------------------------------------
+
+
+def test_quantile_is_nearest_rank():
+    assert quantile([], 0.5) is None
+    assert quantile([7.0], 0.95) == 7.0
+    values = [float(v) for v in range(100, 0, -1)]
+    assert (quantile(values, 0.5), quantile(values, 0.95), quantile(values, 1.0)) == (50.0, 95.0, 100.0)
+
+
+def test_nice_ceiling():
+    assert [nice_ceiling(v) for v in (0, 1, 2, 3, 7, 10, 11, 42, 180)] == [1, 1, 2, 5, 10, 10, 20, 50, 200]
+
+
+def test_the_chart_is_well_formed_svg_with_bars_to_scale():
+    from datetime import UTC, datetime
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    buckets = [
+        Bucket(start + timedelta(hours=h), ready=h, failed=h % 3, failed_attempts=h % 5) for h in range(24)
+    ]
+    svg = str(throughput_svg(buckets))
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    groups = root.findall(f"{ns}g")
+    assert len(groups) == 24
+    last_ready = groups[-1].findall(f"{ns}rect")[1]
+    first_ready = groups[0].findall(f"{ns}rect")[1]
+    assert float(first_ready.get("height")) == 0
+    assert float(last_ready.get("height")) == pytest.approx((240 - 30 - 34) * 23 / 50, abs=0.1)
+    assert "2026-01-01 23:00 UTC: 23 ready, 2 failed, 3 failed attempts" in groups[-1].find(f"{ns}title").text
+    assert root.get("aria-label").startswith("Per hour, last 24 hours: 276 jobs ready")
+
+
+def test_an_empty_chart_is_empty():
+    assert throughput_svg([]) == ""
+
+
+# --- figures from the database ----------------------------------------------------------------
+
+
+def run_job_with_timings(clock, wait: float, took: float) -> None:
+    job = new_job()
+    clock.advance(wait)
+    claim = job_claim(job_id=job.pk, worker="w1")
+    assert claim is not None
+    clock.advance(took)
+    job_complete_stage(claim=claim, continue_inline=False)
+
+
+@pytest.mark.django_db
+def test_queue_wait_and_stage_duration_per_stage(clock):
+    run_job_with_timings(clock, wait=10, took=30)
+    run_job_with_timings(clock, wait=20, took=50)
+    # A backoff is the policy's choice, not a queue: a retried attempt's wait is not counted.
+    claim = jh.running()
+    clock.advance(1)
+    fail(claim, "internal_error")
+    clock.advance(300)
+    job_claim(job_id=claim.job_id, worker="w2")
+    timings = {t.stage: t for t in snapshot().timings}
+    prepare = timings["prepare"]
+    # 10 s, 20 s and the retried job's first claim (0 s); not its claim after the backoff.
+    assert (prepare.wait.samples, prepare.wait.median, prepare.wait.p95) == (3, 10.0, 20.0)
+    assert (prepare.duration.samples, prepare.duration.median, prepare.duration.p95) == (2, 30.0, 50.0)
+    assert "pages" not in timings  # advanced to, never claimed: nothing to measure yet
+
+
+@pytest.mark.django_db
+def test_failure_and_retry_rates_by_cause_over_the_hour_and_the_day(clock):
+    fail(jh.running(), "corrupt_input")
+    clock.advance(2 * 3600)
+    fail(jh.running(), "corrupt_input")
+    fail(jh.running(), "corrupt_input")
+    fail(jh.running(), "internal_error")  # retried automatically
+    lost = jh.running(worker="gone")
+    clock.advance(60)
+    reap()  # its lease expired: stalled, the attempt lost
+    causes = {c.cause: c for c in snapshot().causes}
+    corrupt = causes["corrupt_input"]
+    assert (corrupt.hour.failed_attempts, corrupt.hour.retried, corrupt.hour.failed_jobs) == (2, 0, 2)
+    assert (corrupt.day.failed_attempts, corrupt.day.failed_jobs) == (3, 3)
+    assert not corrupt.transient and not corrupt.user_retryable
+    assert (causes["internal_error"].hour.failed_attempts, causes["internal_error"].hour.retried) == (1, 1)
+    assert causes["worker_lost"].hour.failed_attempts == 1
+    rates = snapshot()
+    assert (rates.attempts_hour.failed, rates.attempts_hour.finished) == (4, 4)
+    assert rates.stalled == 1 and lost.job_id
+    recoveries = {(r.name, r.actor): (r.hour, r.day) for r in rates.recoveries}
+    assert recoveries[("retry_later", "worker")] == (1, 1)
+
+
+@pytest.mark.django_db
+def test_oldest_queued_age_and_throughput_per_hour(clock):
+    failed_at = clock.now
+    fail(jh.running(), "corrupt_input")
+    clock.advance(3 * 3600)
+    waiting = new_job()
+    clock.advance(90)
+    complete(job_claim(job_id=new_job().pk, worker="w1"))
+    figures = snapshot()
+    assert figures.oldest_queued_age == pytest.approx(90, abs=0.01) and waiting
+    by_hour = {b.start: b for b in figures.throughput}
+    assert len(figures.throughput) == 24
+    assert figures.throughput[-1].ready == 1
+    failed_bucket = by_hour[failed_at.replace(minute=0, second=0, microsecond=0)]
+    assert (failed_bucket.failed, failed_bucket.failed_attempts) == (1, 1)
+
+
+def claimed(tenant_key: str, worker: str = "w1"):
+    claim = job_claim(job_id=new_job(tenant=tenant_key).pk, worker=worker)
+    assert claim is not None
+    return claim
+
+
+@pytest.mark.django_db
+def test_tenants_against_their_quotas_capped_with_the_rest_summed(monkeypatch):
+    tenant("acme", max_running_jobs=2, max_queued_jobs=3)
+    tenant("globex", max_running_jobs=1, max_queued_jobs=1)
+    claimed("acme"), claimed("acme")
+    new_job(tenant="acme")
+    new_job(tenant="globex")
+    claimed("initech")  # no tenant row: no quota
+    loads = {t.tenant: t for t in snapshot().tenants}
+    assert (
+        loads["acme"].running,
+        loads["acme"].queued,
+        loads["acme"].max_running,
+        loads["acme"].max_queued,
+    ) == (
+        2,
+        1,
+        2,
+        3,
+    )
+    assert loads["acme"].at_running_limit and not loads["acme"].at_queued_limit
+    assert loads["globex"].at_queued_limit and loads["initech"].max_running is None
+    monkeypatch.setattr(health, "TENANT_LIMIT", 1)
+    figures = snapshot()
+    assert [t.tenant for t in figures.tenants] == ["acme"]
+    assert figures.other_tenants is not None
+    assert (figures.other_tenants.tenant, figures.other_tenants.running, figures.other_tenants.queued) == (
+        "__other__",
+        1,
+        1,
+    )
+
+
+@pytest.mark.django_db
+def test_live_workers_are_those_with_a_heartbeat_within_one_lease(clock, settings):
+    settings.JOBS_LEASE_SECONDS = 30
+    claimed("acme", worker="old-host:1")
+    clock.advance(45)
+    claimed("acme", worker="host-a:1")
+    claimed("acme", worker="host-a:1")
+    claimed("acme", worker="host-b:2")
+    workers = {w.name: w.running for w in snapshot().workers}
+    assert workers == {"host-a:1": 2, "host-b:2": 1}
+
+
+# --- the page -----------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_health_page_shows_the_figures_to_staff_who_may_view_jobs(viewer, clock):
+    tenant("acme", max_running_jobs=2)
+    stalled_claim = claimed("acme", worker="host-z:9")
+    clock.advance(3600)
+    reap()
+    claimed("acme", worker="host-a:1")
+    claimed("acme", worker="host-a:1")
+    fail(claimed("globex"), "corrupt_input")
+    html = viewer.get("/admin/jobs/job/health/").content.decode()
+    for expected in (
+        "Job health",
+        'id="jobs-chart"',
+        "<svg",
+        "Stalled",
+        "corrupt_input",
+        "operator only",
+        'href="/admin/documents/tenant/?q=acme"',
+        "at limit",
+        "host-a:1",
+        "Queue wait and stage duration",
+        "test.pages",
+    ):
+        assert expected in html, expected
+    assert stalled_claim.job_id
+
+
+@pytest.mark.django_db
+def test_the_health_page_needs_the_view_permission(client, django_user_model):
+    assert client.get("/admin/jobs/job/health/").status_code == 302  # to the login page
+    client.force_login(make_staff("nobody"))
+    assert client.get("/admin/jobs/job/health/").status_code == 403
+    assert login(make_staff("someone", VIEW)).get("/admin/jobs/job/health/").status_code == 200
