@@ -47,7 +47,9 @@ def version_publish(job: Job) -> None:
 
 def version_cleanup(job: Job, from_stage: str) -> None:
     """The pipeline's cleanup hook after a cancel or failure: idempotent, never touches a
-    published version."""
+    published version. A superseded version can never publish, so all of its outputs go."""
+    if job.error_code == SUPERSEDED:
+        from_stage = OUTPUTS_BY_STAGE[0][0]
     remove_outputs(job.payload["version_id"], from_stage)
 
 

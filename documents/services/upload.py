@@ -72,12 +72,16 @@ def document_upload(
 
     Raises :class:`UploadRejected` (with its own code and HTTP status) when the file is refused.
     """
+    if document is not None and document.tenant_id != tenant.pk:
+        raise ValueError("the document belongs to another tenant")
     checked = validate_upload(data, filename=filename, max_bytes=settings.DOCUMENTS_MAX_UPLOAD_BYTES)
     if document is not None:
+        # The caller's copy may predate a publish: the database says what is published now.
+        document.refresh_from_db(fields=["published_version"])
         published = document.published_version
         if published is not None and published.sha256 == checked.sha256:
             return UploadResult(document=document, version=published, job=published.job, duplicate=True)
-    check_quota(tenant)
+    check_quota(tenant)  # cheap early answer; checked again under a lock before the job exists
     stored = default_storage.save(_generated_name(tenant, checked), ContentFile(checked.content))
     try:
         return _create_version(tenant, checked, stored, title, user, document)
@@ -100,6 +104,9 @@ def _create_version(
 ) -> UploadResult:
     owner = user if isinstance(user, get_user_model()) else None
     with transaction.atomic():
+        # Lock the tenant: concurrent uploads must not all pass the queue quota.
+        Tenant.objects.select_for_update().filter(pk=tenant.pk).exists()
+        check_quota(tenant)
         if document is None:
             document = Document.objects.create(
                 tenant=tenant, title=(title or checked.safe_name)[:300], created_by=owner

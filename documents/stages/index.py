@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from django.conf import settings
 
 from documents.models import Chunk, ChunkVector, IndexEntry
 from documents.search import search
 from documents.stages.common import version_of
 from jobs.context import StageContext
-from jobs.errors import INDEX_WRITE_FAILED, StageFailure
+from jobs.errors import EMPTY_INPUT, INDEX_WRITE_FAILED, StageFailure
 
 
 def run(ctx: StageContext) -> None:
@@ -51,12 +52,23 @@ def run(ctx: StageContext) -> None:
 
 
 def probe(ctx: StageContext) -> None:
-    """Search for this version's own first chunk through the real search path, with the tenant
-    filter applied and the version filter set to this (not yet published) version."""
+    """Search for one of this version's chunks through the real search path, with the tenant
+    filter applied and the version filter set to this (not yet published) version.
+
+    The probe uses the first chunk that has anything searchable (a non-zero vector); a version
+    with none has no searchable content at all, which is an input problem, not an index one.
+    """
     version = version_of(ctx)
-    first = Chunk.objects.filter(version=version).order_by("ordinal").values_list("text", flat=True).first()
-    if first is None:
-        raise StageFailure(INDEX_WRITE_FAILED.code, "no chunk to probe")
-    hits = search(version.document.tenant, first[:500], k=5, version=version.pk)
+    probe_ordinal = None
+    for ordinal, vector in (
+        ChunkVector.objects.filter(version=version).order_by("ordinal").values_list("ordinal", "vector")
+    ):
+        if np.frombuffer(bytes(vector), dtype=np.float32).any():
+            probe_ordinal = ordinal
+            break
+    if probe_ordinal is None:
+        raise StageFailure(EMPTY_INPUT.code, "no chunk has any searchable content")
+    text = Chunk.objects.get(version=version, ordinal=probe_ordinal).text
+    hits = search(version.document.tenant, text[:500], k=5, version=version.pk)
     if not any(hit.version_id == version.pk for hit in hits):
         raise StageFailure(INDEX_WRITE_FAILED.code, "probe query did not find the version's chunks")
