@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -70,6 +71,10 @@ def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None
         return error_response(status.HTTP_409_CONFLICT, exc.code, exc.message)
     if isinstance(exc, Http404):
         return error_response(404, "not_found", _MESSAGES[404])
+    if isinstance(exc, RequestDataTooBig):
+        return error_response(413, "request_too_large", "The request body is too large.")
+    if isinstance(exc, TooManyFieldsSent):
+        return error_response(400, "too_many_fields", "The request has too many form fields.")
     response = exception_handler(exc, context)
     if response is None:
         log.exception("unhandled API error", exc_info=exc)
@@ -82,7 +87,11 @@ def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None
         message = "Too many requests. Try again later."
     else:
         message = _MESSAGES.get(response.status_code) or str(getattr(exc, "detail", "")) or code
-    return error_response(response.status_code, code, message, detail)
+    reshaped = error_response(response.status_code, code, message, detail)
+    for header in ("WWW-Authenticate", "Retry-After", "Allow"):
+        if header in response:
+            reshaped[header] = response[header]
+    return reshaped
 
 
 def _json_or_html(request: HttpRequest, http_status: int, html: HttpResponse) -> HttpResponse:

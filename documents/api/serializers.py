@@ -110,3 +110,20 @@ class SearchHitOut(serializers.Serializer[Any]):
 class SearchOut(serializers.Serializer[Any]):
     query = serializers.CharField()
     results = SearchHitOut(many=True)
+
+
+class ErrorBodyOut(serializers.Serializer[Any]):
+    code = serializers.CharField(help_text="Stable, for programs: e.g. file_too_large, not_found.")
+    message = serializers.CharField(help_text="Safe to show a user.")
+    detail = serializers.JSONField(required=False, help_text="Field errors, where there are any.")
+
+
+class ErrorOutEnvelope(serializers.Serializer[Any]):
+    error = ErrorBodyOut()
+
+
+class DocumentPageOut(serializers.Serializer[Any]):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = DocumentOut(many=True)

@@ -16,8 +16,10 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connection
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
 
 from documents.api import notify
 from documents.api.errors import error_body
@@ -40,6 +42,13 @@ def _user_from_token(request: HttpRequest) -> Any:
 
 
 def _resolve(request: HttpRequest, document_id: str, job_id: str) -> tuple[int, DocumentVersion | None]:
+    try:
+        return _check_access(request, document_id, job_id)
+    finally:
+        connection.close()
+
+
+def _check_access(request: HttpRequest, document_id: str, job_id: str) -> tuple[int, DocumentVersion | None]:
     user = _user_from_token(request) or request.user
     if user is None or not user.is_authenticated:
         return 401, None
@@ -73,18 +82,41 @@ def _snapshot(version: DocumentVersion, job: Job, event: JobEvent, current: dict
     """The status as of ``event`` (the current status when the event is the latest transition)."""
     if event.job_version == job.version and event.kind == JobEvent.Kind.TRANSITION:
         return current
-    return job_status(version, _job_as_of(job, event))
+    data = job_status(version, _job_as_of(job, event))
+    if event.to_status != "ready":
+        data["published_at"] = None  # as of this event the version was not published yet
+    return data
 
 
 def _events_after(version_pk: Any, last_id: int | None) -> tuple[list[tuple[int, str, dict[str, Any]]], bool]:
-    """Events of the version's job after ``last_id`` (or just the current status when None)."""
+    """Events of the version's job after ``last_id`` (or just the current status when None).
+
+    Runs in a worker thread per stream; its connection is closed after each read so that open
+    streams do not each hold a database connection between wakes.
+    """
+    try:
+        return _read_events(version_pk, last_id)
+    finally:
+        connection.close()
+
+
+def _read_events(version_pk: Any, last_id: int | None) -> tuple[list[tuple[int, str, dict[str, Any]]], bool]:
+    if last_id is None:
+        # The id is read before the job: a transition committing in between then shows up as a
+        # newer event on the next read instead of being labelled with stale data.
+        job_id = DocumentVersion.objects.filter(pk=version_pk).values_list("job_id", flat=True).get()
+        latest = (
+            JobEvent.objects.filter(job_id=job_id).order_by("-id").values_list("id", flat=True).first() or 0
+        )
+        version = DocumentVersion.objects.select_related("job", "document").get(pk=version_pk)
+        assert version.job is not None
+        current = job_status(version, version.job)
+        last_event_is_current = not JobEvent.objects.filter(job_id=job_id, id__gt=latest).exists()
+        return [(latest, "status", current)], version.job.status in FINAL and last_event_is_current
     version = DocumentVersion.objects.select_related("job", "document").get(pk=version_pk)
     job = version.job
     assert job is not None
     current = job_status(version, job)
-    if last_id is None:
-        latest = JobEvent.objects.filter(job=job).order_by("-id").values_list("id", flat=True).first() or 0
-        return [(latest, "status", current)], job.status in FINAL
     rows = list(JobEvent.objects.filter(job=job, id__gt=last_id).order_by("id")[:500])
     out = [
         (
@@ -128,7 +160,14 @@ async def _stream(version_pk: Any, job_id: str, last_id: int | None) -> AsyncIte
         notify.unsubscribe(job_id, wake)
 
 
+@csrf_exempt  # read-only; other methods get a 405 in the error shape instead of a CSRF page
 async def job_events(request: HttpRequest, document_id: str, job_id: str) -> HttpResponseBase:
+    if request.method not in ("GET", "HEAD"):
+        refused = JsonResponse(
+            error_body("method_not_allowed", "This method is not allowed here."), status=405
+        )
+        refused["Allow"] = "GET, HEAD"
+        return refused
     code, version = await sync_to_async(_resolve)(request, document_id, job_id)
     if version is None:
         names = {401: "not_authenticated", 403: "permission_denied", 404: "not_found"}

@@ -28,11 +28,24 @@ from documents.services.upload import UploadResult, document_upload
 from jobs.models import Actor
 from jobs.services.lifecycle import job_cancel, job_retry
 
+
+def _error(description: str) -> OpenApiResponse:
+    return OpenApiResponse(response=s.ErrorOutEnvelope, description=description)
+
+
 ERRORS = {
-    400: OpenApiResponse(description="Invalid input (error shape)"),
-    401: OpenApiResponse(description="Not authenticated"),
-    404: OpenApiResponse(description="Not found, or another tenant's"),
+    400: _error("Invalid input"),
+    401: _error("Not authenticated"),
+    403: _error("The account belongs to no workspace"),
+    404: _error("Not found, or another tenant's"),
 }
+UPLOAD_ERRORS = {
+    **ERRORS,
+    413: _error("The file is larger than the limit (file_too_large)"),
+    415: _error("The file type is not supported (unsupported_type)"),
+    429: _error("The workspace's queue is full (quota_exceeded)"),
+}
+ACTION_ERRORS = {**ERRORS, 409: _error("Not possible in the job's state (with the reason)")}
 
 
 class HasTenant(permissions.BasePermission):
@@ -104,7 +117,9 @@ class Pages(PageNumberPagination):
 class DocumentsView(TenantView):
     parser_classes = [MultiPartParser, FormParser]
 
-    @extend_schema(parameters=[s.ListIn], responses={200: s.DocumentOut(many=True), **ERRORS})
+    @extend_schema(
+        operation_id="documents_list", parameters=[s.ListIn], responses={200: s.DocumentPageOut, **ERRORS}
+    )
     def get(self, request: Request) -> Response:
         query = s.ListIn(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -115,7 +130,8 @@ class DocumentsView(TenantView):
         return paginator.get_paginated_response([document_summary(d) for d in page or []])
 
     @extend_schema(
-        request=s.UploadIn, responses={201: s.UploadOut, 413: OpenApiResponse(), 415: OpenApiResponse()}
+        request={"multipart/form-data": s.UploadIn},
+        responses={201: s.UploadOut, 200: s.UploadOut, **UPLOAD_ERRORS},
     )
     def post(self, request: Request) -> Response:
         form = s.UploadIn(data=request.data)
@@ -155,7 +171,10 @@ class DocumentView(TenantView):
 class VersionsView(TenantView):
     parser_classes = [MultiPartParser, FormParser]
 
-    @extend_schema(request=s.UploadIn, responses={201: s.UploadOut, **ERRORS})
+    @extend_schema(
+        request={"multipart/form-data": s.UploadIn},
+        responses={201: s.UploadOut, 200: s.UploadOut, **UPLOAD_ERRORS},
+    )
     def post(self, request: Request, document_id: str) -> Response:
         document = self.document(document_id)
         form = s.UploadIn(data=request.data)
@@ -179,7 +198,7 @@ class JobView(TenantView):
 
 
 class JobCancelView(TenantView):
-    @extend_schema(request=None, responses={202: s.JobStatusOut, 409: OpenApiResponse(), **ERRORS})
+    @extend_schema(request=None, responses={202: s.JobStatusOut, **ACTION_ERRORS})
     def post(self, request: Request, document_id: str, job_id: str) -> Response:
         version = self.version(document_id, job_id)
         job = job_cancel(job_id=job_id, actor=Actor.USER, actor_name=request.user.get_username())
@@ -187,7 +206,7 @@ class JobCancelView(TenantView):
 
 
 class JobRetryView(TenantView):
-    @extend_schema(request=None, responses={202: s.JobStatusOut, 409: OpenApiResponse(), **ERRORS})
+    @extend_schema(request=None, responses={202: s.JobStatusOut, **ACTION_ERRORS})
     def post(self, request: Request, document_id: str, job_id: str) -> Response:
         version = self.version(document_id, job_id)
         job = job_retry(job_id=job_id, actor=Actor.USER, actor_name=request.user.get_username())

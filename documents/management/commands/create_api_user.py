@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from documents.services.accounts import user_create_in_tenant
 
@@ -18,7 +19,10 @@ class Command(BaseCommand):
         parser.add_argument("--password", default=None, help="Also set a password for the pages.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        token = user_create_in_tenant(
-            username=options["username"], tenant_slug=options["tenant"], password=options["password"]
-        )
+        try:
+            token = user_create_in_tenant(
+                username=options["username"], tenant_slug=options["tenant"], password=options["password"]
+            )
+        except ValidationError as refused:
+            raise CommandError(" ".join(refused.messages)) from None
         self.stdout.write(token)

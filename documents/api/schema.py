@@ -1,0 +1,47 @@
+"""OpenAPI additions drf-spectacular cannot infer: the async Server-Sent Events route."""
+
+from __future__ import annotations
+
+from typing import Any
+
+EVENTS_PATH = "/api/documents/{document_id}/jobs/{job_id}/events"
+
+
+def add_event_stream(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """Postprocessing hook: document the job's event stream next to the JSON endpoints."""
+    error = {"$ref": "#/components/schemas/ErrorOutEnvelope"}
+    result.setdefault("paths", {})[EVENTS_PATH] = {
+        "get": {
+            "operationId": "documents_jobs_events",
+            "summary": "Live status of a job as Server-Sent Events",
+            "description": (
+                "Each event has `id:` (the event log id), `event:` (`status` or `progress`) and "
+                "`data:` (the JSON of the job status endpoint as of that event). Without "
+                "`Last-Event-ID` the stream opens with the current status; with it, it replays "
+                "exactly the missed events. Keep-alive comments are sent while nothing happens; "
+                "the stream ends after a terminal status (ready, cancelled, failed)."
+            ),
+            "tags": ["documents"],
+            "parameters": [
+                {"name": "document_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                {"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "integer"}},
+            ],
+            "security": [{"tokenAuth": []}, {"cookieAuth": []}],
+            "responses": {
+                "200": {
+                    "description": "The event stream",
+                    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                },
+                **{
+                    code: {"description": text, "content": {"application/json": {"schema": error}}}
+                    for code, text in (
+                        ("401", "Not authenticated"),
+                        ("403", "No workspace"),
+                        ("404", "Not found"),
+                    )
+                },
+            },
+        }
+    }
+    return result

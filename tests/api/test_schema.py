@@ -1,0 +1,74 @@
+"""The OpenAPI schema: valid (drf-spectacular's own validation and openapi-spec-validator),
+complete, and served with its docs page. ``test_schema_fuzz.py`` holds it against the server."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from tests.api.conftest import Caller
+
+pytestmark = pytest.mark.django_db
+
+OPERATIONS = [
+    ("GET", "/api/documents/"),
+    ("POST", "/api/documents/"),
+    ("GET", "/api/documents/{document_id}/"),
+    ("POST", "/api/documents/{document_id}/versions/"),
+    ("GET", "/api/documents/{document_id}/jobs/{job_id}"),
+    ("POST", "/api/documents/{document_id}/jobs/{job_id}/cancel"),
+    ("POST", "/api/documents/{document_id}/jobs/{job_id}/retry"),
+    ("GET", "/api/search"),
+]
+EVENTS = "/api/documents/{document_id}/jobs/{job_id}/events"
+
+
+def served_schema(caller: Caller) -> dict[str, Any]:
+    response = caller.client.get("/api/schema/", {"format": "json"})
+    assert response.status_code == 200
+    schema: dict[str, Any] = json.loads(response.content)
+    return schema
+
+
+def test_the_schema_generates_without_errors_or_warnings(tmp_path: Path):
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out), stderr=StringIO())
+    assert out.read_text().startswith("openapi: 3")
+
+
+def test_the_served_schema_is_a_valid_openapi_document(alice: Caller):
+    validator = pytest.importorskip("openapi_spec_validator")
+    schema = served_schema(alice)
+    validator.validate(schema)
+    assert schema["info"]["title"] == "Document ingestion API"
+
+
+def test_the_schema_documents_every_json_operation_with_both_authentications(alice: Caller):
+    schema = served_schema(alice)
+    documented = {
+        (method.upper(), path)
+        for path, item in schema["paths"].items()
+        for method in item
+        if method in {"get", "post", "put", "patch", "delete"}
+    }
+    assert documented >= set(OPERATIONS)
+    assert documented - set(OPERATIONS) <= {("GET", EVENTS)}
+    assert set(schema["components"]["securitySchemes"]) == {"tokenAuth", "cookieAuth"}
+    for method, path in OPERATIONS:
+        assert schema["paths"][path][method.lower()]["security"] == [{"tokenAuth": []}, {"cookieAuth": []}]
+
+
+def test_the_schema_documents_the_events_stream(alice: Caller):
+    assert "get" in served_schema(alice)["paths"].get(EVENTS, {})
+
+
+def test_the_docs_page_loads_the_schema(alice: Caller):
+    response = alice.client.get("/api/docs/")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/html")
+    assert b"/api/schema/" in response.content
