@@ -196,6 +196,16 @@ INTERNAL_ERROR = register_cause(
         rule=RetryRule(max_attempts=3, base_delay=5, max_delay=120),
     )
 )
+DATABASE_UNAVAILABLE = register_cause(
+    Cause(
+        "database_unavailable",
+        "A temporary problem interrupted processing. It will continue automatically.",
+        UserAction.WAIT,
+        transient=True,
+        user_retryable=True,
+        rule=RetryRule(max_attempts=8, base_delay=2, max_delay=60),
+    )
+)
 QUOTA_EXCEEDED = register_cause(
     Cause(
         "quota_exceeded",

@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from jobs import pipelines
 from jobs.context import StageContext
@@ -70,7 +70,14 @@ class Watchdog(threading.Thread):
             if since_beat < self.interval:
                 continue
             since_beat = 0.0
-            answer = job_heartbeat(job_id=ctx.job_id, token=ctx.token)
+            try:
+                answer = job_heartbeat(job_id=ctx.job_id, token=ctx.token)
+            except DatabaseError:
+                # A database blip: keep watching and beat again next time; the lease (three
+                # beats long) rides over it, and a longer outage lets the reaper decide.
+                log.warning("job %s: heartbeat failed; retrying", ctx.job_id)
+                connection.close()
+                continue
             if not answer.alive:
                 ctx.lease_lost.set()
                 return

@@ -15,7 +15,7 @@ import os
 import re
 import warnings
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,21 +212,33 @@ def _pdf_page_content(pdf: pdfium.PdfDocument, index: int) -> tuple[str, bool]:
 
 def render_pdf_page(path: StrPath, page_number: int, dpi: int = 200) -> Image.Image:
     """Page ``page_number`` (1-based) as a grayscale image at ``dpi``, for OCR."""
+    with pdf_renderer(path) as render:
+        return render(page_number, dpi)
+
+
+@contextmanager
+def pdf_renderer(path: StrPath) -> Iterator[Callable[[int, int], Image.Image]]:
+    """``render(page_number, dpi)`` for many pages of one PDF, opened once (a long PDF costs
+    more to open than a page costs to render)."""
     with _open_pdf(path) as pdf:
-        if not 1 <= page_number <= len(pdf):
-            raise ValueError(f"page {page_number} is outside 1..{len(pdf)}")
-        try:
-            page = pdf[page_number - 1]
+
+        def render(page_number: int, dpi: int = 200) -> Image.Image:
+            if not 1 <= page_number <= len(pdf):
+                raise ValueError(f"page {page_number} is outside 1..{len(pdf)}")
             try:
-                # A native bitmap's buffer belongs to Python, so the image outlives the page.
-                image: Image.Image = page.render(scale=dpi / 72, grayscale=True).to_pil()
-            finally:
-                page.close()
-        except pdfium.PdfiumError as exc:
-            raise StageFailure(
-                CORRUPT_INPUT.code, f"PDF page {page_number} could not be rendered: {exc}"
-            ) from exc
-        return image
+                page = pdf[page_number - 1]
+                try:
+                    # A native bitmap's buffer belongs to Python, so the image outlives the page.
+                    image: Image.Image = page.render(scale=dpi / 72, grayscale=True).to_pil()
+                finally:
+                    page.close()
+            except pdfium.PdfiumError as exc:
+                raise StageFailure(
+                    CORRUPT_INPUT.code, f"PDF page {page_number} could not be rendered: {exc}"
+                ) from exc
+            return image
+
+        yield render
 
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -455,13 +467,32 @@ def _collapse_spaces(text: str) -> str:
 # --- Markdown and plain text -------------------------------------------------------------------
 
 _MD_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_MD_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _MD_SETEXT_UNDERLINE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _MD_RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _MD_ITEM = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+(\S.*)$")
 _MD_TABLE_RULE = re.compile(r"^ {0,3}\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$")
 _MD_QUOTE = re.compile(r"^ {0,3}>[ \t]?")
 _MD_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
+
+
+def _atx_heading(line: str) -> tuple[int, str] | None:
+    """``(level, text)`` of an ATX heading line (``## Title ##``), else None.
+
+    String methods, not a regular expression: a heading followed by a long run of spaces made
+    the backtracking pattern take hours while holding the GIL.
+    """
+    stripped = line.lstrip(" ")
+    if len(line) - len(stripped) > 3:
+        return None
+    level = len(stripped) - len(stripped.lstrip("#"))
+    rest = stripped[level:]
+    if not 1 <= level <= 6 or (rest and rest[0] not in " \t"):
+        return None
+    text = rest.strip(" \t")
+    without_closing = text.rstrip("#")
+    if without_closing != text and (not without_closing or without_closing[-1] in " \t"):
+        text = without_closing.rstrip(" \t")
+    return level, text
 
 
 def markdown_blocks(text: str) -> list[Block]:
@@ -496,10 +527,10 @@ def markdown_blocks(text: str) -> list[Block]:
                 blocks.append(Block("code", code))
         elif not line.strip():
             flush()
-        elif heading := _MD_ATX_HEADING.match(line):
+        elif heading := _atx_heading(line):
             flush()
-            if title := _markdown_inline(heading.group(2) or ""):
-                blocks.append(Block("heading", title, len(heading.group(1))))
+            if title := _markdown_inline(heading[1]):
+                blocks.append(Block("heading", title, heading[0]))
         elif current and item_level is None and (underline := _MD_SETEXT_UNDERLINE.match(line)):
             title = _markdown_inline(" ".join(current))
             current.clear()

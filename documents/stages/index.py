@@ -69,6 +69,7 @@ def probe(ctx: StageContext) -> None:
     if probe_ordinal is None:
         raise StageFailure(EMPTY_INPUT.code, "no chunk has any searchable content")
     text = Chunk.objects.get(version=version, ordinal=probe_ordinal).text
-    hits = search(version.document.tenant, text[:500], k=5, version=version.pk)
+    # The whole chunk: it is bounded by the chunker, and cutting it could cut its only word.
+    hits = search(version.document.tenant, text, k=5, version=version.pk)
     if not any(hit.version_id == version.pk for hit in hits):
         raise StageFailure(INDEX_WRITE_FAILED.code, "probe query did not find the version's chunks")

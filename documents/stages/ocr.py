@@ -6,6 +6,8 @@ halve the batch and then switch to the alternative engine.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
@@ -13,7 +15,7 @@ from django.db.models import F
 from PIL import Image
 
 from documents.engines import ocr
-from documents.engines.parsing import render_image_page, render_pdf_page
+from documents.engines.parsing import pdf_renderer, render_image_page
 from documents.engines.sniff import Kind
 from documents.models import DocumentVersion, Page
 from documents.stages.common import local_file, version_of
@@ -32,10 +34,29 @@ def batch_size_for(hints: dict[str, object]) -> int:
     return max(1, size // 2) if hints.get("batch_size") == "halve" else size
 
 
-def render(path: Path, kind: Kind, number: int) -> Image.Image:
-    if kind is Kind.PDF:
-        return render_pdf_page(path, number, dpi=int(settings.OCR_DPI))
-    return render_image_page(path, number)
+BLANK_LEVEL = 245  # grayscale: a page whose darkest pixel is lighter than this has no text
+PREVIEW_DPI = 24  # enough to tell a blank page from one with text, at a tiny fraction of the cost
+
+
+@contextmanager
+def page_images(path: Path, kind: Kind) -> Iterator[Callable[[int], Image.Image | None]]:
+    """``image(number)``: the page rendered for OCR, or None when the page is blank."""
+    if kind is not Kind.PDF:
+        yield lambda number: None if is_blank(image := render_image_page(path, number)) else image
+        return
+    with pdf_renderer(path) as render:
+
+        def image(number: int) -> Image.Image | None:
+            if is_blank(render(number, PREVIEW_DPI)):
+                return None
+            return render(number, int(settings.OCR_DPI))
+
+        yield image
+
+
+def is_blank(image: Image.Image) -> bool:
+    darkest, _ = image.convert("L").getextrema()
+    return isinstance(darkest, int | float) and darkest >= BLANK_LEVEL
 
 
 def run(ctx: StageContext) -> None:
@@ -55,19 +76,26 @@ def run(ctx: StageContext) -> None:
     kind = Kind(version.kind)
     done = int(ctx.checkpoint.get("done", 0))
     ctx.progress(done, len(numbers))
-    while done < len(numbers):
-        batch = numbers[done : done + size]
-        texts = {}
-        for number in batch:
-            ctx.check()
-            _count_attempt(version, number)
-            texts[number] = engine.recognize(render(path, kind, number))
-            ctx.touch()
-        done += len(batch)
-        with ctx.write(checkpoint={"done": done, "engine": engine_name}):
-            for number, text in texts.items():
-                Page.objects.filter(version=version, number=number).update(text=text, ocr_engine=engine_name)
-        ctx.progress(done, len(numbers))
+    with page_images(path, kind) as images:
+        while done < len(numbers):
+            batch = numbers[done : done + size]
+            texts = {}
+            for number in batch:
+                ctx.check()
+                image = images(number)
+                if image is None:
+                    texts[number] = ""  # a white page (e.g. a background rectangle): nothing to read
+                else:
+                    _count_attempt(version, number)
+                    texts[number] = engine.recognize(image)
+                ctx.touch()
+            done += len(batch)
+            with ctx.write(checkpoint={"done": done, "engine": engine_name}):
+                for number, text in texts.items():
+                    Page.objects.filter(version=version, number=number).update(
+                        text=text, ocr_engine=engine_name
+                    )
+            ctx.progress(done, len(numbers))
 
 
 def _count_attempt(version: DocumentVersion, number: int) -> None:

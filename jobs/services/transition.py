@@ -122,6 +122,11 @@ def apply_transition(
         updated = Job.objects.filter(where).update(**changes)
         if updated != 1:
             raise _why_not(job.pk, token)
+        # Progress reports do not bump the version, so the row may hold newer progress than the
+        # copy this transition started from: the event must log the row's (locked by the UPDATE).
+        job.progress, job.processed, job.total = (
+            Job.objects.filter(pk=job.pk).values_list("progress", "processed", "total").get()
+        )
         append_event(
             job,
             kind=JobEvent.Kind.TRANSITION,

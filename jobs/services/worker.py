@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, IntegrityError, InterfaceError, connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -27,6 +27,7 @@ from django.utils import timezone
 from jobs import pipelines
 from jobs.dispatch import dispatch, dispatch_if_due
 from jobs.errors import (
+    DATABASE_UNAVAILABLE,
     INTERNAL_ERROR,
     JobConflict,
     LeaseLost,
@@ -282,6 +283,8 @@ def job_fail_stage(*, claim: Claim, error: BaseException, rng: random.Random | N
     stage = pipelines.get(job.kind).stage(job.stage)
     if isinstance(error, StageFailure):
         cause, retry_after = get_cause(error.cause), error.retry_after
+    elif isinstance(error, DatabaseError | InterfaceError) and not isinstance(error, IntegrityError):
+        cause, retry_after = DATABASE_UNAVAILABLE, None  # e.g. a PostgreSQL restart mid-stage
     else:
         cause, retry_after = INTERNAL_ERROR, None
     decision = decide(stage.rule_for(cause.code), job.attempt, retry_after=retry_after, rng=rng)

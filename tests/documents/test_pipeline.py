@@ -180,7 +180,7 @@ def test_a_blank_scanned_page_fails_at_chunking_and_keeps_only_earlier_outputs(t
     assert job.attempt == 1
     # The failed stage (chunking) and later ones left nothing; parsing/OCR output stays for a retry.
     assert output_counts(version) == {"pages": 1, "chunks": 0, "vectors": 0, "index": 0}
-    assert Page.objects.get(version=version).ocr_attempts == 1
+    assert Page.objects.get(version=version).ocr_attempts == 0  # blank: never sent to the engine
 
 
 def test_a_document_whose_first_chunk_has_no_words_still_becomes_ready(tenant):
