@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 
-.PHONY: setup run test test-sqlite test-postgres lint format migrate clean
+.PHONY: setup run test test-sqlite test-postgres lint format migrate clean bench chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,14 @@ test-postgres: setup
 
 # Lint, then the suite on SQLite, then on PostgreSQL (concurrency tests run only there).
 test: lint test-sqlite test-postgres
+
+# Benchmarks against baselines measured in the same run (see bench/README.md); PostgreSQL needed.
+bench: setup
+	PG_URL=$(PG_URL) bash bench/run_all.sh
+
+# The long chaos run: a few hundred documents under worker kills, a PostgreSQL restart, cancels.
+chaos: setup
+	CHAOS_DOCS=300 REQUIRE_POSTGRES=1 DATABASE_URL=$(PG_URL) $(PYTEST) -s tests/reliability/test_chaos.py
 
 format: setup
 	$(BIN)/ruff format .
