@@ -97,7 +97,11 @@ def database_config() -> dict[str, Any]:
         # A file, not memory, so that test processes (qcluster, uvicorn) see the test database.
         db["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
     else:
-        db["CONN_MAX_AGE"] = 0
+        # Workers and the reaper keep their connection (DB_CONN_MAX_AGE=60; django-q2 otherwise
+        # reconnects around every broker call); the ASGI server uses the pool instead, since
+        # persistent connections there leak one per request thread.
+        db["CONN_MAX_AGE"] = 0 if env_bool("DB_POOL") else env_int("DB_CONN_MAX_AGE", 0)
+        db["CONN_HEALTH_CHECKS"] = True  # a restarted database is noticed before reuse
         if env_bool("DB_POOL"):
             # The ASGI server runs requests on many threads; a pool bounds the connections.
             db["OPTIONS"] = {"pool": {"min_size": 1, "max_size": env_int("DB_POOL_MAX", 8)}}

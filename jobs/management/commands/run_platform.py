@@ -36,6 +36,7 @@ class Command(BaseCommand):
         python = sys.executable
         manage = os.path.join(os.getcwd(), "manage.py")
         web_env = {**os.environ, "DB_POOL": os.environ.get("DB_POOL", "1")}
+        worker_env = {**os.environ, "DB_CONN_MAX_AGE": os.environ.get("DB_CONN_MAX_AGE", "60")}
         parts = {
             "web": (
                 [
@@ -51,8 +52,8 @@ class Command(BaseCommand):
                 ],
                 web_env,
             ),
-            "workers": ([python, manage, "qcluster"], dict(os.environ)),
-            "reaper": ([python, manage, "reap_jobs"], dict(os.environ)),
+            "workers": ([python, manage, "qcluster"], worker_env),
+            "reaper": ([python, manage, "reap_jobs"], worker_env),
         }
         procs = {name: subprocess.Popen(cmd, env=env) for name, (cmd, env) in parts.items()}
         self.stdout.write(f"platform running: http://{options['host']}:{options['port']}/  (Ctrl-C stops it)")
