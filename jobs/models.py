@@ -148,6 +148,23 @@ class Job(FSMModelMixin, models.Model):
                 condition=Q(status__in=LEASED),
             ),
             models.Index(fields=["stalled_at"], name="job_stalled", condition=Q(status=S.STALLED)),
+            # The reaper's other scans, each matching (almost) nothing in a healthy system.
+            models.Index(
+                fields=["not_before", "queued_at"],
+                name="job_never_dispatched",
+                condition=Q(status=S.QUEUED, dispatched_at__isnull=True),
+            ),
+            models.Index(fields=["dispatched_at"], name="job_dispatched", condition=Q(status=S.QUEUED)),
+            models.Index(fields=["finished_at"], name="job_cleanup_pending", condition=~Q(cleanup_from="")),
+            # check_jobs: the violations themselves, empty unless an invariant is broken.
+            models.Index(
+                fields=["id"],
+                name="job_audit_lease",
+                condition=(
+                    Q(status__in=LEASED) & (Q(worker_token__isnull=True) | Q(heartbeat_at__isnull=True))
+                )
+                | (Q(status__in=UNLEASED) & Q(worker_token__isnull=False)),
+            ),
             models.Index(fields=["tenant", "status"], name="job_tenant_status"),
             models.Index(fields=["subject_id", "subject_version"], name="job_subject"),
         ]
