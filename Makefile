@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 
-.PHONY: setup run test test-sqlite test-postgres lint format migrate clean bench chaos
+.PHONY: setup run test test-sqlite test-postgres lint format migrate clean bench bench-quick chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +43,10 @@ test: lint test-sqlite test-postgres
 
 # Benchmarks against baselines measured in the same run (see bench/README.md); PostgreSQL needed.
 bench: setup
-	PG_URL=$(PG_URL) bash bench/run_all.sh
+	BENCH_PG_URL=$(PG_URL) bash bench/run_all.sh
+
+bench-quick: setup
+	BENCH_PG_URL=$(PG_URL) bash bench/run_all.sh --quick
 
 # The long chaos run: a few hundred documents under worker kills, a PostgreSQL restart, cancels.
 chaos: setup
