@@ -74,6 +74,21 @@ class TenantView(APIView):
             raise ApiError(404, "not_found", "Not found.")
         return document
 
+    def upload(self, request: Request, document: Document | None = None) -> Response:
+        """A new document, or with ``document`` its next version, through the upload service."""
+        form = s.UploadIn(data=request.data)
+        form.is_valid(raise_exception=True)
+        upload = form.validated_data["file"]
+        result = document_upload(
+            tenant=self.tenant,
+            data=upload,
+            filename=upload.name or "",
+            title=form.validated_data.get("title", ""),
+            user=request.user,
+            document=document,
+        )
+        return upload_answer(result)
+
     def version(self, document_id: Any, job_id: Any) -> DocumentVersion:
         version = access_version_by_job(self.tenant, document_id, job_id)
         if version is None or version.job is None:
@@ -134,17 +149,7 @@ class DocumentsView(TenantView):
         responses={201: s.UploadOut, 200: s.UploadOut, **UPLOAD_ERRORS},
     )
     def post(self, request: Request) -> Response:
-        form = s.UploadIn(data=request.data)
-        form.is_valid(raise_exception=True)
-        upload = form.validated_data["file"]
-        result = document_upload(
-            tenant=self.tenant,
-            data=upload,
-            filename=upload.name or "",
-            title=form.validated_data.get("title", ""),
-            user=request.user,
-        )
-        return upload_answer(result)
+        return self.upload(request)
 
 
 class DocumentView(TenantView):
@@ -176,19 +181,7 @@ class VersionsView(TenantView):
         responses={201: s.UploadOut, 200: s.UploadOut, **UPLOAD_ERRORS},
     )
     def post(self, request: Request, document_id: str) -> Response:
-        document = self.document(document_id)
-        form = s.UploadIn(data=request.data)
-        form.is_valid(raise_exception=True)
-        upload = form.validated_data["file"]
-        result = document_upload(
-            tenant=self.tenant,
-            data=upload,
-            filename=upload.name or "",
-            title=form.validated_data.get("title", ""),
-            user=request.user,
-            document=document,
-        )
-        return upload_answer(result)
+        return self.upload(request, self.document(document_id))
 
 
 class JobView(TenantView):
