@@ -100,10 +100,6 @@ def register(pipeline: Pipeline) -> Pipeline:
     return pipeline
 
 
-def unregister(kind: str) -> None:
-    _REGISTRY.pop(kind, None)
-
-
 def get(kind: str) -> Pipeline:
     try:
         return _REGISTRY[kind]

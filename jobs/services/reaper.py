@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from jobs import pipelines
 from jobs.dispatch import dispatch
-from jobs.errors import WORKER_LOST, JobConflict, get_cause
+from jobs.errors import WORKER_LOST, JobConflict
 from jobs.models import FINISHED, LEASED, Actor, Job, StageRun, Status
 from jobs.services.cleanup import job_run_cleanup
 from jobs.services.lifecycle import job_give_up, job_take_over
@@ -184,8 +184,3 @@ def reap(*, now: datetime | None = None, dry_run: bool = False, limit: int = 500
         if dry_run or job_run_cleanup(job_id=job_id):
             report.cleaned.append(job_id)
     return report
-
-
-def describe(job: Job) -> str:
-    cause = get_cause(job.error_code) if job.error_code else None
-    return f"{job.pk} {job.kind} {job.status}/{job.stage} {cause.code if cause else ''}".strip()

@@ -58,7 +58,7 @@ class Hostile:
     findable: str = ""  # ready files: a query that must find this version at once
     absent: str = ""  # text that must not reach any chunk (scripts, styles)
     needs_ocr: bool = False
-    bug: str = ""  # a known bug makes this case fail today: the test is a strict xfail
+    bug: str = ""  # set while a known bug makes this case fail: the test is then a strict xfail
 
 
 # --- damage ------------------------------------------------------------------------------------

@@ -207,7 +207,7 @@ def progress_steps_back() -> list[Step]:
 
 
 def stale_transition(step: Step) -> bool:
-    """The signature of the known bug (see the race test below): a transition event that logged
+    """The signature of a fixed bug (see the race test below): a transition event that logged
     the progress its actor had read, lower than a progress report committed in between."""
     return step.kind == JobEvent.Kind.TRANSITION and step.progress < step.before and step.progress < 100
 
@@ -410,7 +410,7 @@ def verify(driver: Driver) -> tuple[dict[str, Any], list[str], list[Step]]:
         "superseded versions (with outputs left)": f"{superseded.count()} ({leftovers})",
         "ready documents found by their phrase": f"{searchable} checked",
         "cancelled/failed versions hidden from search": f"{hidden} checked",
-        "progress went backwards": f"{len(unknown)} (stale transition events, the known bug: {len(known)})",
+        "progress went backwards": f"{len(unknown)} (of them stale transition events: {len(known)})",
         "broken promises": len(problems),
     }
     return report, problems, known
