@@ -35,6 +35,22 @@ TERMINAL = (S.READY, S.CANCELLED)
 FINISHED = (S.READY, S.FAILED, S.CANCELLED)
 UNLEASED = (S.UPLOADED, S.QUEUED, S.READY, S.FAILED, S.CANCELLED)
 
+# What check_jobs looks for (jobs/audit.py). Each is also the predicate of a partial index, empty
+# in a healthy system, so the audit reads nothing but the offenders.
+AUDIT_LEASED_WITHOUT_LEASE = Q(status__in=LEASED) & (
+    Q(worker_token__isnull=True) | Q(heartbeat_at__isnull=True)
+)
+AUDIT_TOKEN_WITHOUT_LEASE = Q(status__in=UNLEASED) & Q(worker_token__isnull=False)
+AUDIT_PROGRESS_OUT_OF_RANGE = (
+    Q(progress__lt=0)
+    | Q(progress__gt=100)
+    | (Q(progress__gte=100) & ~Q(status=S.READY))
+    | (Q(status=S.READY) & ~Q(progress=100))
+)
+AUDIT_WRITTEN_AFTER_FINISH = Q(
+    status__in=TERMINAL, finished_at__isnull=False, updated_at__gt=models.F("finished_at")
+)
+
 
 class Actor(models.TextChoices):
     WORKER = "worker"
@@ -160,10 +176,11 @@ class Job(FSMModelMixin, models.Model):
             models.Index(
                 fields=["id"],
                 name="job_audit_lease",
-                condition=(
-                    Q(status__in=LEASED) & (Q(worker_token__isnull=True) | Q(heartbeat_at__isnull=True))
-                )
-                | (Q(status__in=UNLEASED) & Q(worker_token__isnull=False)),
+                condition=AUDIT_LEASED_WITHOUT_LEASE | AUDIT_TOKEN_WITHOUT_LEASE,
+            ),
+            models.Index(fields=["id"], name="job_audit_progress", condition=AUDIT_PROGRESS_OUT_OF_RANGE),
+            models.Index(
+                fields=["id"], name="job_audit_written_after_finish", condition=AUDIT_WRITTEN_AFTER_FINISH
             ),
             models.Index(fields=["tenant", "status"], name="job_tenant_status"),
             models.Index(fields=["subject_id", "subject_version"], name="job_subject"),
@@ -415,9 +432,26 @@ class JobEvent(models.Model):
         indexes = [
             models.Index(fields=["job", "id"], name="jobevent_job_id"),
             models.Index(fields=["at"], name="jobevent_at"),  # health and metrics windows
+            # check_jobs' terminal_changed: a ready or cancelled job that left its state.
+            models.Index(
+                fields=["job"],
+                name="jobevent_audit_left_terminal",
+                condition=Q(kind="transition", from_status__in=TERMINAL),
+            ),
         ]
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
             raise RuntimeError("job events are append-only")
         super().save(*args, **kwargs)
+
+
+class AuditMark(models.Model):
+    """Where an incremental audit of ``check_jobs`` stopped (the last event id it covered)."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    value = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.value}"
