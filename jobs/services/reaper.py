@@ -170,13 +170,13 @@ def reap(*, now: datetime | None = None, dry_run: bool = False, limit: int = 500
     due = Q(status=Status.QUEUED) & (Q(not_before__isnull=True) | Q(not_before__lte=now))
     never = Job.objects.filter(due, dispatched_at__isnull=True, queued_at__lte=grace)
     stale_cut = now - timedelta(seconds=settings.JOBS_REDISPATCH_AFTER)
-    candidates = list(never.order_by("not_before", "queued_at")[:limit])
-    stale = Job.objects.filter(due, dispatched_at__lte=stale_cut).order_by("dispatched_at")[:limit]
+    candidates = list(never.order_by("not_before", "queued_at").values_list("pk", flat=True)[:limit])
+    stale = Job.objects.filter(due, dispatched_at__lte=stale_cut).order_by("dispatched_at")
     if stale.exists() and _broker_idle():
-        candidates += list(stale)
-    for job in candidates:
-        if dry_run or dispatch(job.pk):
-            report.dispatched.append(job.pk)
+        candidates += list(stale.values_list("pk", flat=True)[:limit])
+    for job_id in candidates:
+        if dry_run or dispatch(job_id):
+            report.dispatched.append(job_id)
 
     # 4. Cleanups whose worker died before running them.
     pending = Job.objects.filter(status__in=FINISHED, finished_at__lte=grace).exclude(cleanup_from="")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Q
+from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed, can_proceed
 
@@ -57,11 +59,9 @@ def append_event(
         total=job.total,
         reason=reason[:500],
     )
+    # On PostgreSQL a trigger (migration jobs/0007) sends pg_notify(NOTIFY_CHANNEL, "job:event")
+    # with the insert: delivered at commit, never for a rolled-back event; SSE listeners wake on it.
     event.save(force_insert=True)
-    if connection.vendor == "postgresql":
-        # Delivered at commit, never for a rolled-back event; SSE listeners wake on it.
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, f"{job.pk}:{event.pk}"])
     return event
 
 
@@ -117,16 +117,16 @@ def apply_transition(
         where &= Q(worker_token=token, status__in=LEASED)
     if guard is not None:
         where &= guard
-    with transaction.atomic():
+    # Inside a caller's transaction no savepoint is needed: a refused UPDATE wrote nothing, and
+    # any database error aborts the caller's transaction anyway. Saves two round trips.
+    with transaction.atomic() if not connection.in_atomic_block else nullcontext():
         # The status write lives only here: a guarded compare-and-set, never a blind overwrite.
-        updated = Job.objects.filter(where).update(**changes)
-        if updated != 1:
-            raise _why_not(job.pk, token)
         # Progress reports do not bump the version, so the row may hold newer progress than the
-        # copy this transition started from: the event must log the row's (locked by the UPDATE).
-        job.progress, job.processed, job.total = (
-            Job.objects.filter(pk=job.pk).values_list("progress", "processed", "total").get()
-        )
+        # copy this transition started from: the event must log the row's, returned by the UPDATE.
+        row = _update_returning(where, changes, ("progress", "processed", "total"))
+        if row is None:
+            raise _why_not(job.pk, token)
+        job.progress, job.processed, job.total = row
         append_event(
             job,
             kind=JobEvent.Kind.TRANSITION,
@@ -140,6 +140,21 @@ def apply_transition(
         if after_commit is not None:
             transaction.on_commit(lambda: after_commit(job))
     return job
+
+
+def _update_returning(
+    where: Q, changes: dict[str, Any], returning: tuple[str, ...]
+) -> tuple[Any, ...] | None:
+    """``Job.objects.filter(where).update(**changes)`` plus ``RETURNING`` (PostgreSQL and SQLite
+    3.35+), which ``QuerySet.update`` does not offer: the row of the one job it matched, or None."""
+    query = Job.objects.filter(where).query.chain(UpdateQuery)
+    assert isinstance(query, UpdateQuery)
+    query.add_update_values(changes)
+    sql, params = query.get_compiler(connection.alias).as_sql()
+    columns = ", ".join(connection.ops.quote_name(name) for name in returning)  # Job's own columns
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} RETURNING {columns}", params)
+        return cursor.fetchone()
 
 
 def _why_not(job_id: Any, token: str | None) -> JobConflict:
