@@ -42,11 +42,21 @@ _FAILED_STAGE = {
 }
 
 
+_TENANT = "_documents_tenant"
+
+
 def tenant_for(user: Any) -> Tenant | None:
     if user is None or not user.is_authenticated:
         return None
+    if hasattr(user, _TENANT):  # found with the user by the token authentication
+        return getattr(user, _TENANT)
     membership = Membership.objects.select_related("tenant").filter(user=user).first()
     return membership.tenant if membership else None
+
+
+def remember_tenant(user: Any, tenant: Tenant | None) -> None:
+    """Keep the tenant found with ``user`` on the user object (this request's only)."""
+    setattr(user, _TENANT, tenant)
 
 
 def _uuid(value: Any) -> uuid.UUID | None:
@@ -73,7 +83,7 @@ def access_version_by_job(tenant: Tenant, document_id: Any, job_id: Any) -> Docu
     if doc_pk is None or job_pk is None:
         return None
     return (
-        DocumentVersion.objects.select_related("job", "document")
+        DocumentVersion.objects.select_related("job")
         .filter(document__tenant=tenant, document_id=doc_pk, job_id=job_pk)
         .first()
     )

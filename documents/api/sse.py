@@ -9,6 +9,7 @@ only notifies, and a client that lost it recovers everything from the status end
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -22,6 +23,7 @@ from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
 from documents.api import notify
+from documents.api.auth import user_for_token
 from documents.api.errors import error_body
 from documents.models import DocumentVersion
 from documents.selectors import access_version_by_job, job_status, tenant_for
@@ -31,14 +33,12 @@ FINAL = {"ready", "cancelled", "failed"}
 
 
 def _user_from_token(request: HttpRequest) -> Any:
-    from rest_framework.authtoken.models import Token
-
     header = request.headers.get("Authorization", "")
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "token" or not key.strip():
         return None
-    token = Token.objects.select_related("user").filter(key=key.strip()).first()
-    return token.user if token is not None and token.user.is_active else None
+    found = user_for_token(key.strip())
+    return found[0] if found is not None and found[0].is_active else None
 
 
 def _resolve(request: HttpRequest, document_id: str, job_id: str) -> tuple[int, DocumentVersion | None]:
@@ -88,16 +88,70 @@ def _snapshot(version: DocumentVersion, job: Job, event: JobEvent, current: dict
     return data
 
 
-def _events_after(version_pk: Any, last_id: int | None) -> tuple[list[tuple[int, str, dict[str, Any]]], bool]:
-    """Events of the version's job after ``last_id`` (or just the current status when None).
+Rendered = tuple[list[tuple[int, str]], bool]
 
-    Runs in a worker thread per stream; its connection is closed after each read so that open
-    streams do not each hold a database connection between wakes.
+
+def _events_after(version_pk: Any, last_id: int | None) -> Rendered:
+    """Events of the version's job after ``last_id`` (or just the current status when None),
+    rendered as SSE text, and whether the stream is done.
+
+    Runs in a worker thread; its connection is closed after each read so that open streams do
+    not each hold a database connection between wakes.
     """
     try:
-        return _read_events(version_pk, last_id)
+        events, done = _read_events(version_pk, last_id)
+        return [(event_id, _format(event_id, name, data)) for event_id, name, data in events], done
     finally:
         connection.close()
+
+
+class SharedReads:
+    """One read per (version, last event id) at a time, shared by the streams that wait for it.
+
+    A job with a thousand subscribers wakes them all with one notification; they would all read
+    and render the same rows. A stream joins a read only while it has not started: a read that
+    already started may have run before the commit that woke the newcomer, which then starts
+    its own.
+    """
+
+    def __init__(self) -> None:
+        self.pending: dict[tuple[Any, int | None], asyncio.Future[Rendered]] = {}
+
+    async def read(self, version_pk: Any, last_id: int | None) -> Rendered:
+        key = (version_pk, last_id)
+        future = self.pending.get(key)
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+            future.add_done_callback(_retrieve)
+            self.pending[key] = future
+            asyncio.get_running_loop().create_task(self._run(key, future))
+        # Shielded: one subscriber leaving must not cancel the read the others wait for.
+        return await asyncio.shield(future)
+
+    async def _run(self, key: tuple[Any, int | None], future: asyncio.Future[Rendered]) -> None:
+        await asyncio.sleep(0)  # the streams woken by the same notification join here
+        del self.pending[key]
+        try:
+            result = await sync_to_async(_events_after)(*key)
+        except Exception as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+
+def _retrieve(future: asyncio.Future[Rendered]) -> None:
+    if not future.cancelled():
+        future.exception()  # every subscriber may have left: not an "exception never retrieved"
+
+
+_shared: dict[int, SharedReads] = {}
+
+
+def shared_reads() -> SharedReads:
+    loop_id = id(asyncio.get_running_loop())
+    if loop_id not in _shared:
+        _shared[loop_id] = SharedReads()
+    return _shared[loop_id]
 
 
 def _read_events(version_pk: Any, last_id: int | None) -> tuple[list[tuple[int, str, dict[str, Any]]], bool]:
@@ -141,13 +195,13 @@ async def _stream(version_pk: Any, job_id: str, last_id: int | None) -> AsyncIte
     wake = notify.subscribe(job_id)  # before the first read, so no commit can slip between
     try:
         yield "retry: 2000\n\n"
-        read = sync_to_async(_events_after)
+        reads = shared_reads()
         quiet_since = time.monotonic()
         while True:
-            events, done = await read(version_pk, last_id)
-            for event_id, name, data in events:
-                yield _format(event_id, name, data)
-                last_id = event_id
+            events, done = await reads.read(version_pk, last_id)
+            if events:
+                yield "".join(text for _, text in events)
+                last_id = events[-1][0]
             if done:
                 return
             if events:

@@ -6,6 +6,8 @@ Jobs are driven in this process through the engine's own services: ``run_job`` f
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from jobs.executor import run_stage
@@ -284,3 +286,13 @@ def test_retry_of_an_unknown_job_is_404(alice: Caller):
     body = alice.uploaded()
     url = f"/api/documents/{body['document_id']}/jobs/0c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5/retry"
     assert_error(alice.client.post(url), 404, "not_found")
+
+
+def test_the_status_endpoint_answers_in_two_queries(alice: Caller, django_assert_num_queries: Any):
+    # Token, user and workspace in one query; the version with its job in the other. Clients
+    # poll this endpoint: each query more is a share of its throughput.
+    body = alice.uploaded()
+    with django_assert_num_queries(2):
+        response = alice.client.get(body["status_url"])
+    assert response.status_code == 200
+    assert response.json()["job_id"] == body["job_id"]

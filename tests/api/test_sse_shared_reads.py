@@ -1,0 +1,89 @@
+"""SSE subscribers of one job share one read per wake, and never join a read that started
+before they were woken (it may predate the commit that woke them)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from documents.api import sse
+from documents.models import DocumentVersion
+from tests.api.conftest import Caller, event_ids
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def counting_reads(monkeypatch: pytest.MonkeyPatch, gate: threading.Event | None = None) -> list[Any]:
+    calls: list[Any] = []
+    original = sse._events_after
+
+    def read(version_pk: Any, last_id: int | None) -> Any:
+        calls.append(last_id)
+        if gate is not None:
+            gate.wait(5)
+        return original(version_pk, last_id)
+
+    monkeypatch.setattr(sse, "_events_after", read)
+    return calls
+
+
+def test_subscribers_woken_together_share_one_read_and_its_rendering(alice: Caller, monkeypatch):
+    body = alice.uploaded()
+    version_pk = DocumentVersion.objects.get(job_id=body["job_id"]).pk
+    last = 0  # a reconnect that missed every event: a replay of the whole log
+    calls = counting_reads(monkeypatch)
+
+    async def thousand_wake() -> list[Any]:
+        reads = sse.SharedReads()
+        return await asyncio.gather(*(reads.read(version_pk, last) for _ in range(200)))
+
+    results = async_to_sync(thousand_wake)()
+    assert calls == [last]
+    events, done = results[0]
+    assert [event_id for event_id, _ in events] == event_ids(body["job_id"]) and not done
+    assert all(result == results[0] for result in results)
+    assert events[0][1].startswith(f"id: {events[0][0]}\nevent: ")
+
+
+def test_a_subscriber_woken_after_a_read_started_reads_again(alice: Caller, monkeypatch):
+    body = alice.uploaded()
+    version_pk = DocumentVersion.objects.get(job_id=body["job_id"]).pk
+    gate = threading.Event()
+    calls = counting_reads(monkeypatch, gate)
+
+    async def late_wake() -> None:
+        reads = sse.SharedReads()
+        first = asyncio.ensure_future(reads.read(version_pk, None))
+        while not calls:  # the first read is running in its thread now
+            await asyncio.sleep(0.01)
+        second = asyncio.ensure_future(reads.read(version_pk, None))
+        await asyncio.sleep(0.05)
+        gate.set()
+        await asyncio.gather(first, second)
+
+    async_to_sync(late_wake)()
+    assert calls == [None, None]
+
+
+def test_a_subscriber_that_leaves_does_not_cancel_the_read_of_the_others(alice: Caller, monkeypatch):
+    body = alice.uploaded()
+    version_pk = DocumentVersion.objects.get(job_id=body["job_id"]).pk
+    gate = threading.Event()
+    calls = counting_reads(monkeypatch, gate)
+
+    async def one_leaves() -> Any:
+        reads = sse.SharedReads()
+        leaving = asyncio.ensure_future(reads.read(version_pk, None))
+        staying = asyncio.ensure_future(reads.read(version_pk, None))
+        while not calls:
+            await asyncio.sleep(0.01)
+        leaving.cancel()
+        gate.set()
+        return await staying
+
+    events, _ = async_to_sync(one_leaves)()
+    assert len(calls) == 1 and len(events) == 1
