@@ -10,43 +10,53 @@ import math
 
 import numpy as np
 from django.conf import settings
+from django.db import connection
 
-from documents.models import Chunk, ChunkVector, IndexEntry
+from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
 from documents.search import search
 from documents.stages.common import version_of
 from jobs.context import StageContext
 from jobs.errors import EMPTY_INPUT, INDEX_WRITE_FAILED, StageFailure
 
+# Each batch copies its vectors inside the database: they never travel through this process.
+COPY_BATCH = """
+INSERT INTO {index} (tenant_id, document_id, version_id, chunk_id, ordinal, batch, embedder, vector)
+SELECT %(tenant)s, %(document)s, v.version_id, c.id, v.ordinal, %(batch)s, v.embedder, v.vector
+FROM {vectors} v JOIN {chunks} c ON c.version_id = v.version_id AND c.ordinal = v.ordinal
+WHERE v.version_id = %(version)s AND v.ordinal >= %(first)s AND v.ordinal < %(end)s
+ON CONFLICT DO NOTHING
+"""
+
 
 def run(ctx: StageContext) -> None:
     version = version_of(ctx)
     document = version.document
-    vectors = list(
-        ChunkVector.objects.filter(version=version)
-        .order_by("ordinal")
-        .values_list("ordinal", "embedder", "vector")
+    ordinals = list(
+        ChunkVector.objects.filter(version=version).order_by("ordinal").values_list("ordinal", flat=True)
     )
-    chunk_ids = dict(Chunk.objects.filter(version=version).values_list("ordinal", "pk"))
     size = int(settings.INDEX_BATCH_SIZE)
-    batches = math.ceil(len(vectors) / size)
+    batches = math.ceil(len(ordinals) / size)
     start = int(ctx.checkpoint.get("next_batch", 0))
+    sql = COPY_BATCH.format(
+        index=connection.ops.quote_name(IndexEntry._meta.db_table),
+        vectors=connection.ops.quote_name(ChunkVector._meta.db_table),
+        chunks=connection.ops.quote_name(Chunk._meta.db_table),
+    )
+    uuid = DocumentVersion._meta.pk.get_db_prep_value  # as the backend stores UUIDs
     for batch in range(start, batches):
         ctx.check()
-        rows = [
-            IndexEntry(
-                tenant_id=document.tenant_id,
-                document=document,
-                version=version,
-                chunk_id=chunk_ids[ordinal],
-                ordinal=ordinal,
-                batch=batch,
-                embedder=embedder,
-                vector=bytes(vector),
-            )
-            for ordinal, embedder, vector in vectors[batch * size : (batch + 1) * size]
-        ]
-        with ctx.write(checkpoint={"next_batch": batch + 1}):
-            IndexEntry.objects.bulk_create(rows, ignore_conflicts=True)
+        first = ordinals[batch * size]
+        end = ordinals[-1] + 1 if batch == batches - 1 else ordinals[(batch + 1) * size]
+        params = {
+            "tenant": document.tenant_id,
+            "document": uuid(document.pk, connection),
+            "version": uuid(version.pk, connection),
+            "batch": batch,
+            "first": first,
+            "end": end,
+        }
+        with ctx.write(checkpoint={"next_batch": batch + 1}), connection.cursor() as cursor:
+            cursor.execute(sql, params)
         ctx.progress(batch + 1, batches)
     probe(ctx)
 
@@ -60,9 +70,8 @@ def probe(ctx: StageContext) -> None:
     """
     version = version_of(ctx)
     probe_ordinal = None
-    for ordinal, vector in (
-        ChunkVector.objects.filter(version=version).order_by("ordinal").values_list("ordinal", "vector")
-    ):
+    vectors = ChunkVector.objects.filter(version=version).order_by("ordinal").values_list("ordinal", "vector")
+    for ordinal, vector in vectors.iterator(chunk_size=20):  # stops reading at the first hit
         if np.frombuffer(bytes(vector), dtype=np.float32).any():
             probe_ordinal = ordinal
             break

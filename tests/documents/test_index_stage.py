@@ -1,0 +1,72 @@
+"""The indexing stage copies each batch of vectors inside the database: every chunk of the
+version gets exactly one index entry with its own vector, batch by batch, and a second pass over
+a batch already written (a worker lost after its commit) adds nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
+from documents.stages.index import COPY_BATCH
+from jobs.models import Status
+from tests.documents import files
+from tests.documents.helpers import job_of, make_tenant, run_until_idle, top_hit, upload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PAGES = [f"Page {n} speaks of lighthouse number {n} and the tide tables of bay {n}." * 6 for n in range(8)]
+
+
+@pytest.fixture(autouse=True)
+def small_batches(settings, tmp_path: Path) -> None:
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.INDEX_BATCH_SIZE = 3
+    settings.CHUNK_TARGET_TOKENS = 40
+    settings.CHUNK_MAX_TOKENS = 60
+
+
+def test_every_chunk_is_indexed_once_with_its_own_vector_in_batches():
+    tenant = make_tenant("acme")
+    result = upload(tenant, files.text_pdf(PAGES), "tides.pdf")
+    assert result.job is not None
+    run_until_idle(result.job.pk)
+    version = DocumentVersion.objects.get(pk=result.version.pk)
+    assert job_of(version).status == Status.READY
+
+    chunks = dict(Chunk.objects.filter(version=version).values_list("ordinal", "pk"))
+    vectors = dict(ChunkVector.objects.filter(version=version).values_list("ordinal", "vector"))
+    entries = list(
+        IndexEntry.objects.filter(version=version)
+        .order_by("ordinal")
+        .values_list("ordinal", "batch", "chunk_id", "vector", "tenant_id", "document_id")
+    )
+    assert len(chunks) > 7  # several batches of 3
+    assert [e[0] for e in entries] == sorted(chunks)
+    assert [e[1] for e in entries] == [n // 3 for n in range(len(chunks))]
+    assert all(e[2] == chunks[e[0]] for e in entries)
+    assert all(bytes(e[3]) == bytes(vectors[e[0]]) for e in entries)
+    assert {(e[4], e[5]) for e in entries} == {(tenant.pk, version.document_id)}
+    hit = top_hit(tenant, "lighthouse number 5")
+    assert hit is not None and hit.version_id == version.pk
+
+    # The same batch again, as a worker that lost its lease after committing would write it.
+    sql = COPY_BATCH.format(
+        index="documents_indexentry", vectors="documents_chunkvector", chunks="documents_chunk"
+    )
+    uuid = DocumentVersion._meta.pk.get_db_prep_value
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            {
+                "tenant": tenant.pk,
+                "document": uuid(version.document_id, connection),
+                "version": uuid(version.pk, connection),
+                "batch": 0,
+                "first": 0,
+                "end": 3,
+            },
+        )
+    assert IndexEntry.objects.filter(version=version).count() == len(chunks)
