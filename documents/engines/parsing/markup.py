@@ -1,0 +1,267 @@
+"""HTML (selectolax), Markdown and plain text: one page of structure blocks each."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from documents.engines.parsing.blocks import Block, StrPath
+from documents.engines.sniff import decode_text
+from jobs.errors import CORRUPT_INPUT, StageFailure
+
+# --- HTML --------------------------------------------------------------------------------------
+
+_HTML_DROPPED = ["script", "style", "noscript", "template", "head", "svg", "iframe", "object"]
+_HTML_HEADINGS = {f"h{level}": level for level in range(1, 7)}
+_HTML_LISTS = frozenset({"ul", "ol", "menu"})
+_HTML_BLOCKS = frozenset(
+    {"address", "article", "aside", "blockquote", "body", "caption", "center", "dd", "details", "dialog"}
+    | {"div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "header", "hgroup", "hr"}
+    | {"legend", "main", "nav", "p", "section", "summary", "td", "th", "tr"}
+)
+
+
+def html_blocks(html: str) -> tuple[str | None, list[Block]]:
+    """The ``<title>`` and the blocks of an HTML document, without scripts, styles and templates."""
+    tree = LexborHTMLParser(html)
+    title_node = tree.css_first("title")
+    title = _collapse_spaces(title_node.text()) if title_node is not None else ""
+    tree.strip_tags(_HTML_DROPPED)
+    walker = _HtmlWalker()
+    root = tree.body or tree.root
+    if root is not None:
+        walker.walk(root)
+    return title or None, walker.blocks
+
+
+class _HtmlWalker:
+    """Collects blocks in document order. Iterative, so deeply nested markup cannot overflow."""
+
+    def __init__(self) -> None:
+        self.blocks: list[Block] = []
+        self._inline: list[str] = []
+        self._list_depth = 0
+        self._item_levels: list[int] = []  # the list items we are inside, innermost last
+
+    def walk(self, root: LexborNode) -> None:
+        stack: list[tuple[LexborNode, bool]] = [(root, False)]
+        while stack:
+            node, leaving = stack.pop()
+            if leaving:
+                self._leave(node.tag or "")
+            elif self._enter(node):
+                stack.append((node, True))
+                stack.extend((child, False) for child in reversed(list(node.iter(include_text=True))))
+        self._flush()
+
+    def _enter(self, node: LexborNode) -> bool:
+        """Handle an opening node; True when its children should be visited."""
+        tag = node.tag or ""
+        if tag == "-text":
+            self._inline.append(node.text_content or "")
+            return False
+        if tag == "br":
+            self._inline.append("\n")
+            return False
+        if tag in _HTML_HEADINGS or tag in ("pre", "table"):
+            self._flush()
+            self._add_atomic(node, tag)
+            return False
+        if tag in _HTML_LISTS or tag == "li" or tag in _HTML_BLOCKS:
+            self._flush()
+            if tag in _HTML_LISTS:
+                self._list_depth += 1
+            elif tag == "li":
+                self._item_levels.append(max(self._list_depth, 1))
+        return not tag.startswith("-")  # comments and other non-elements have nothing to show
+
+    def _leave(self, tag: str) -> None:
+        if tag in _HTML_LISTS or tag == "li" or tag in _HTML_BLOCKS:
+            self._flush()
+            if tag in _HTML_LISTS:
+                self._list_depth -= 1
+            elif tag == "li":
+                self._item_levels.pop()
+
+    def _add_atomic(self, node: LexborNode, tag: str) -> None:
+        if tag == "pre":
+            code = (node.text(deep=True) or "").strip("\n")
+            if code.strip():
+                self.blocks.append(Block("code", code))
+        elif tag == "table":
+            rows = [
+                " | ".join(_html_inline_text(cell) for cell in _html_cells(row)) for row in _html_rows(node)
+            ]
+            rows = [row for row in rows if row.replace("|", "").strip()]
+            if rows:
+                self.blocks.append(Block("table", "\n".join(rows)))
+        elif text := _html_inline_text(node):
+            self.blocks.append(Block("heading", text, _HTML_HEADINGS[tag]))
+
+    def _flush(self) -> None:
+        lines = (_collapse_spaces(line) for line in "".join(self._inline).split("\n"))
+        text = "\n".join(line for line in lines if line)
+        self._inline.clear()
+        if not text:
+            return
+        if self._item_levels:
+            self.blocks.append(Block("list", text, self._item_levels[-1]))
+        else:
+            self.blocks.append(Block("paragraph", text))
+
+
+def _html_rows(table: LexborNode) -> Iterator[LexborNode]:
+    """The rows of ``table`` itself; rows of nested tables are read as text of their cell."""
+    for row in table.css("tr"):
+        owner = row.parent
+        while owner is not None and owner.tag != "table":
+            owner = owner.parent
+        if owner is not None and owner.mem_id == table.mem_id:
+            yield row
+
+
+def _html_cells(row: LexborNode) -> Iterator[LexborNode]:
+    return (child for child in row.iter() if child.tag in ("td", "th"))
+
+
+def _html_inline_text(node: LexborNode) -> str:
+    parts = []
+    for child in node.traverse(include_text=True):
+        if child.tag == "-text":
+            parts.append(child.text_content or "")
+        elif child.tag == "br" or child.tag in _HTML_BLOCKS or child.tag in _HTML_LISTS:
+            parts.append(" ")  # keep words of adjacent blocks apart
+    return _collapse_spaces("".join(parts))
+
+
+def _collapse_spaces(text: str) -> str:
+    return " ".join(text.split())
+
+
+# --- Markdown and plain text -------------------------------------------------------------------
+
+_MD_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_MD_SETEXT_UNDERLINE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_MD_RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_MD_ITEM = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+(\S.*)$")
+_MD_TABLE_RULE = re.compile(r"^ {0,3}\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$")
+_MD_QUOTE = re.compile(r"^ {0,3}>[ \t]?")
+_MD_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
+
+
+def _atx_heading(line: str) -> tuple[int, str] | None:
+    """``(level, text)`` of an ATX heading line (``## Title ##``), else None.
+
+    String methods, not a regular expression: a heading followed by a long run of spaces made
+    the backtracking pattern take hours while holding the GIL.
+    """
+    stripped = line.lstrip(" ")
+    if len(line) - len(stripped) > 3:
+        return None
+    level = len(stripped) - len(stripped.lstrip("#"))
+    rest = stripped[level:]
+    if not 1 <= level <= 6 or (rest and rest[0] not in " \t"):
+        return None
+    text = rest.strip(" \t")
+    without_closing = text.rstrip("#")
+    if without_closing != text and (not without_closing or without_closing[-1] in " \t"):
+        text = without_closing.rstrip(" \t")
+    return level, text
+
+
+def markdown_blocks(text: str) -> list[Block]:
+    """Blocks of a Markdown document: a small line-based reading of the common constructs."""
+    lines = _without_front_matter(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    blocks: list[Block] = []
+    current: list[str] = []  # lines of the paragraph or list item being read
+    item_level: int | None = None
+
+    def flush() -> None:
+        nonlocal item_level
+        joined = _markdown_inline("\n".join(current))
+        if joined:
+            blocks.append(Block("list", joined, item_level) if item_level else Block("paragraph", joined))
+        current.clear()
+        item_level = None
+
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        index += 1
+        if fence := _MD_FENCE.match(line):
+            flush()
+            closing = fence.group(1)
+            body = []
+            while index < len(lines) and not lines[index].lstrip().startswith(closing):
+                body.append(lines[index])
+                index += 1
+            index += 1  # the closing fence (or the end of the document)
+            code = "\n".join(body).strip("\n")
+            if code.strip():
+                blocks.append(Block("code", code))
+        elif not line.strip():
+            flush()
+        elif heading := _atx_heading(line):
+            flush()
+            if title := _markdown_inline(heading[1]):
+                blocks.append(Block("heading", title, heading[0]))
+        elif current and item_level is None and (underline := _MD_SETEXT_UNDERLINE.match(line)):
+            title = _markdown_inline(" ".join(current))
+            current.clear()
+            blocks.append(Block("heading", title, 1 if underline.group(1).startswith("=") else 2))
+        elif _MD_RULE.match(line):
+            flush()
+        elif (
+            "|" in line and index < len(lines) and "|" in lines[index] and _MD_TABLE_RULE.match(lines[index])
+        ):
+            flush()
+            rows = [line]
+            index += 1  # skip the rule under the header row
+            while index < len(lines) and "|" in lines[index] and lines[index].strip():
+                rows.append(lines[index])
+                index += 1
+            blocks.append(Block("table", "\n".join(_markdown_table_row(row) for row in rows)))
+        elif item := _MD_ITEM.match(line):
+            flush()
+            item_level = 1 + len(item.group(1).expandtabs(4)) // 2
+            current.append(item.group(2))
+        else:
+            current.append(_MD_QUOTE.sub("", line).strip())
+    flush()
+    return blocks
+
+
+def _without_front_matter(lines: list[str]) -> list[str]:
+    """Drop a YAML front-matter block: metadata, not content (and its rules would read as headings)."""
+    if lines and lines[0].strip() == "---":
+        for end in range(1, len(lines)):
+            if lines[end].strip() in ("---", "..."):
+                return lines[end + 1 :]
+    return lines
+
+
+def _markdown_inline(text: str) -> str:
+    text = _MD_LINK.sub(r"\1", text)
+    return text.replace("**", "").replace("`", "").strip()
+
+
+def _markdown_table_row(row: str) -> str:
+    cells = row.strip().strip("|").split("|")
+    return " | ".join(_markdown_inline(cell) for cell in cells)
+
+
+def paragraph_blocks(text: str) -> list[Block]:
+    """Plain text as paragraphs separated by blank lines."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    paragraphs = (paragraph.strip() for paragraph in re.split(r"\n[ \t]*\n", text))
+    return [Block("paragraph", paragraph) for paragraph in paragraphs if paragraph]
+
+
+def read_text(path: StrPath) -> str:
+    decoded = decode_text(Path(path).read_bytes())
+    if decoded is None:
+        raise StageFailure(CORRUPT_INPUT.code, "text is not valid UTF-8, UTF-16 or GB18030")
+    return decoded.text
