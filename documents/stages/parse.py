@@ -49,9 +49,18 @@ def _flush(ctx: StageContext, version: DocumentVersion, pages: Iterable[ParsedPa
             number=p.number,
             text=p.text,
             needs_ocr=p.needs_ocr,
-            blocks=[{"kind": b.kind, "text": b.text, "level": b.level} for b in p.blocks],
+            blocks=_structure(p),
         )
         for p in pages
     ]
     with ctx.write(checkpoint={"next_page": rows[-1].number}):
         Page.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+def _structure(page: ParsedPage) -> list[dict[str, object]]:
+    """The page's blocks as stored; none for a page of plain paragraphs (every PDF page), whose
+    text already says it all: the chunker splits it at its blank lines into the same paragraphs,
+    and the text is not encoded and stored a second time."""
+    if all(block.kind == "paragraph" for block in page.blocks):
+        return []
+    return [{"kind": b.kind, "text": b.text, "level": b.level} for b in page.blocks]

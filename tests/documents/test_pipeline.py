@@ -195,3 +195,29 @@ def test_a_document_without_any_searchable_word_fails_once_as_empty_input(tenant
     version = ingest(tenant, "★ ☆ ★ ☆ ★\n\n♥ ♦ ♣ ♠".encode(), "stars.txt")
     job = job_of(version)
     assert (job.status, job.error_code, job.attempt) == (Status.FAILED, "empty_input", 1)
+
+
+def test_plain_paragraph_pages_chunk_as_their_parsed_blocks_would(tenant, tmp_path):
+    # Such pages are stored as text only; the chunks must be those of the parsed blocks.
+    from django.conf import settings
+
+    from documents.engines.chunking import ChunkInputPage, chunk_pages
+    from documents.engines.parsing import parse
+    from documents.engines.sniff import Kind
+
+    pages = ["First paragraph on harbor tides.\n\nSecond paragraph, about the boats.", "Only one here."] * 3
+    data = files.text_pdf(pages)
+    version = ingest(tenant, data, "paragraphs.pdf")
+    assert job_of(version).status == Status.READY
+    assert list(Page.objects.filter(version=version).values_list("blocks", flat=True)) == [[]] * len(pages)
+
+    path = tmp_path / "paragraphs.pdf"
+    path.write_bytes(data)
+    parsed = [ChunkInputPage(number=p.number, blocks=p.blocks) for p in parse(path, Kind.PDF)]
+    expected = chunk_pages(
+        parsed, target_tokens=int(settings.CHUNK_TARGET_TOKENS), max_tokens=int(settings.CHUNK_MAX_TOKENS)
+    )
+    stored = Chunk.objects.filter(version=version).order_by("ordinal")
+    assert [(c.text, c.page_start, c.page_end) for c in stored] == [
+        (c.text, c.page_start, c.page_end) for c in expected
+    ]
