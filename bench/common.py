@@ -241,7 +241,14 @@ def base_env(*, settings: str, database_url: str, var_dir: Path, **extra: str) -
 
 def setup_django(env: dict[str, str]) -> None:
     """Configure this process from ``env`` (settings are read from the environment) and set up."""
-    for key in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "VAR_DIR", "MEDIA_ROOT", "DB_POOL"):
+    for key in (
+        "DJANGO_SETTINGS_MODULE",
+        "DATABASE_URL",
+        "VAR_DIR",
+        "MEDIA_ROOT",
+        "DB_POOL",
+        "DB_CONN_MAX_AGE",
+    ):
         if key in env:
             os.environ[key] = env[key]
         else:

@@ -385,9 +385,6 @@ def main() -> int:
         default=None,
         help="Cap per measurement (default 75, --quick 40): past it the rate is what finished so far.",
     )
-    parser.add_argument(
-        "--no-diagnostic", action="store_true", help="Skip the persistent-connections diagnostic run."
-    )
     args = parser.parse_args()
     jobs = args.jobs or (100 if args.quick else 500)
     args.max_seconds = args.max_seconds or (40.0 if args.quick else 75.0)
@@ -399,8 +396,14 @@ def main() -> int:
         common.bench_database("engine", keep=args.keep) as (_, url),
         common.temp_dir("engine", args.keep) as tmp,
     ):
+        # Persistent connections for the cluster, as run_platform gives its workers; this
+        # process creates the jobs as the web tier would with its pool (one kept connection).
         env = common.base_env(
-            settings="tests.settings", database_url=url, var_dir=tmp, Q_WORKERS=str(args.workers)
+            settings="tests.settings",
+            database_url=url,
+            var_dir=tmp,
+            Q_WORKERS=str(args.workers),
+            DB_CONN_MAX_AGE="60",
         )
         common.setup_django(env)
         common.migrate()
@@ -433,30 +436,9 @@ def main() -> int:
         report.figures["writes_by_table"] = dict(tables)
 
         children = common.Children(tmp)
-        diagnostic: tuple[dict[str, Any], dict[str, Any]] | None = None
         try:
             say("")
             engine, q2 = cluster_phase(children, env, jobs, "shipped", args.workers, args.max_seconds)
-            if not args.no_diagnostic:
-                # The suggested fix, measured: persistent connections in the cluster and here.
-                from django.db import connection
-
-                say(
-                    "\ndiagnostic: the same with persistent connections "
-                    "(CONN_MAX_AGE=60, bench/settings_conn_age.py)"
-                )
-                connection.settings_dict["CONN_MAX_AGE"] = 60
-                connection.close()
-                diagnostic = cluster_phase(
-                    children,
-                    {**env, "DJANGO_SETTINGS_MODULE": "bench.settings_conn_age"},
-                    jobs,
-                    "persistent",
-                    args.workers,
-                    args.max_seconds,
-                )
-                connection.settings_dict["CONN_MAX_AGE"] = 0
-                connection.close()
         finally:
             children.stop_all()
 
@@ -480,15 +462,6 @@ def main() -> int:
         higher_is_better=True,
         unit="x",
     )
-    if diagnostic is not None:
-        d_engine, d_q2 = diagnostic
-        report.figures["diagnostic_persistent_connections"] = {"engine": d_engine, "q2_alone": d_q2}
-        report.notes.append(
-            "diagnostic (not the verdict) with CONN_MAX_AGE=60: engine "
-            f"{d_engine['jobs_per_s']:.1f} jobs/s = {d_engine['jobs_per_s'] / raw['jobs_per_s']:.2f}x raw, "
-            f"{d_engine['jobs_per_s'] / d_q2['jobs_equivalent_per_s']:.2f}x q2 alone "
-            f"({d_q2['tasks_per_s']:.0f} tasks/s)"
-        )
     report.notes.append(
         f"uptime load average at the end: {', '.join(f'{x:.2f}' for x in common.machine_info()['loadavg'])}"
     )

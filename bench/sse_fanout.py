@@ -12,10 +12,6 @@ bench process's own) are sampled while the streams are open and while events flo
 
 Targets: delivery latency p95 <= 0.5 s; server connections do not grow from 10 to 1,000 clients.
 
-Then (diagnostic, not the verdict, unless --no-diagnostic) the same against a server with the fix
-that the report suggests applied in memory (bench/sse_fix_asgi.py: streams of one job woken by one
-notification share one read of the event log).
-
     .venv/bin/python bench/sse_fanout.py [--quick] [--subscribers 10,1000] [--jobs 5] [--json FILE]
 """
 
@@ -384,7 +380,6 @@ def main() -> int:
     )
     parser.add_argument("--pause", type=float, default=1.0, help="Seconds between trigger steps.")
     parser.add_argument("--ready-timeout", type=float, default=90.0)
-    parser.add_argument("--no-diagnostic", action="store_true", help="Skip the run with the suggested fix.")
     parser.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--base", help=argparse.SUPPRESS)
     parser.add_argument("--token", help=argparse.SUPPRESS)
@@ -405,8 +400,6 @@ def main() -> int:
     common.raise_nofile(max(counts) * 2 + 512)  # inherited by uvicorn and the client
     report = common.Report("sse_fanout")
     apps = [("shipped", "config.asgi:application")]
-    if not args.no_diagnostic:
-        apps.append(("diagnostic fix", "bench.sse_fix_asgi:application"))
     runs: dict[str, list[dict[str, Any]]] = {}
     pool_timeouts: dict[str, int] = {}
     with common.bench_database("sse", keep=args.keep) as (_, url), common.temp_dir("sse", args.keep) as tmp:
@@ -503,15 +496,6 @@ def main() -> int:
         bound,
         higher_is_better=False,
     )
-    if "diagnostic fix" in runs:
-        d = runs["diagnostic fix"][-1]
-        report.notes.append(
-            f"diagnostic (not the verdict), one shared read per job and wake: {d['streams_open']}/"
-            f"{d['subscribers']} streams open, p50 {d['p50_s'] * 1000:.0f} ms, "
-            f"p95 {d['p95_s'] * 1000:.0f} ms "
-            f"(all subscribers {d['p95_all_s'] * 1000:.0f} ms), server connections max "
-            f"{d['server_connections_max_busy']}"
-        )
     report.print()
     report.dump(args.json)
     return 0
