@@ -65,7 +65,7 @@ def _terminal_changed(limit: int, full: bool) -> list[Job]:
     left = JobEvent.objects.filter(kind=JobEvent.Kind.TRANSITION, from_status__in=TERMINAL)
     ids = set(left.order_by().values_list("job_id", flat=True)[:limit])
     ids.update(Job.objects.filter(AUDIT_WRITTEN_AFTER_FINISH).order_by().values_list("pk", flat=True)[:limit])
-    return _jobs(sorted(ids, key=str), limit)
+    return _jobs(list(ids), limit)
 
 
 def _progress_out_of_range(limit: int, full: bool) -> list[Job]:

@@ -84,10 +84,10 @@ def database_url() -> str:
     return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-@pytest.fixture
-def subprocess_env(transactional_db: None, tmp_path: Path) -> dict[str, str]:
-    """Environment for a child process that shares this test's database."""
-    return {
+def child_env(media_root: str | Path | None = None, **extra: str) -> dict[str, str]:
+    """Environment for a child process (qcluster, reaper, uvicorn, manage.py) on the test
+    database and media, with quick leases and polling; ``extra`` overrides any of it."""
+    env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "DATABASE_URL": database_url(),
@@ -99,9 +99,18 @@ def subprocess_env(transactional_db: None, tmp_path: Path) -> dict[str, str]:
         "Q_WORKERS": "2",
         "Q_POLL": "0.05",
         "Q_TIMEOUT": "120",
-        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
+        "MEDIA_ROOT": str(media_root or settings.MEDIA_ROOT),
         "LOG_LEVEL": "WARNING",
+        **extra,
     }
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the test process's need, never the servers'
+    return env
+
+
+@pytest.fixture
+def subprocess_env(transactional_db: None, tmp_path: Path) -> dict[str, str]:
+    """Environment for a child process that shares this test's database."""
+    return child_env()
 
 
 class Processes:

@@ -30,35 +30,40 @@ ON CONFLICT DO NOTHING
 
 def run(ctx: StageContext) -> None:
     version = version_of(ctx)
-    document = version.document
     ordinals = list(
         ChunkVector.objects.filter(version=version).order_by("ordinal").values_list("ordinal", flat=True)
     )
     size = int(settings.INDEX_BATCH_SIZE)
     batches = math.ceil(len(ordinals) / size)
     start = int(ctx.checkpoint.get("next_batch", 0))
+    for batch in range(start, batches):
+        ctx.check()
+        part = ordinals[batch * size : (batch + 1) * size]
+        with ctx.write(checkpoint={"next_batch": batch + 1}):
+            copy_batch(version, batch, part[0], part[-1] + 1)
+        ctx.progress(batch + 1, batches)
+    probe(ctx)
+
+
+def copy_batch(version: DocumentVersion, batch: int, first: int, end: int) -> None:
+    """Index the version's vectors of ordinals ``first`` to ``end - 1`` as batch ``batch``; rows
+    already there (a batch replayed after a lost commit answer) are left as they are."""
     sql = COPY_BATCH.format(
         index=connection.ops.quote_name(IndexEntry._meta.db_table),
         vectors=connection.ops.quote_name(ChunkVector._meta.db_table),
         chunks=connection.ops.quote_name(Chunk._meta.db_table),
     )
     uuid = DocumentVersion._meta.pk.get_db_prep_value  # as the backend stores UUIDs
-    for batch in range(start, batches):
-        ctx.check()
-        first = ordinals[batch * size]
-        end = ordinals[-1] + 1 if batch == batches - 1 else ordinals[(batch + 1) * size]
-        params = {
-            "tenant": document.tenant_id,
-            "document": uuid(document.pk, connection),
-            "version": uuid(version.pk, connection),
-            "batch": batch,
-            "first": first,
-            "end": end,
-        }
-        with ctx.write(checkpoint={"next_batch": batch + 1}), connection.cursor() as cursor:
-            cursor.execute(sql, params)
-        ctx.progress(batch + 1, batches)
-    probe(ctx)
+    params = {
+        "tenant": version.document.tenant_id,
+        "document": uuid(version.document_id, connection),
+        "version": uuid(version.pk, connection),
+        "batch": batch,
+        "first": first,
+        "end": end,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 def probe(ctx: StageContext) -> None:

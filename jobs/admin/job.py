@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import unquote
+from django.contrib.admin.utils import flatten_fieldsets, unquote
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
@@ -93,43 +93,6 @@ class JobAdmin(JobReadOnlyMixin, OperatorActionsMixin):
     list_per_page = 50
     ordering = ("-created_at",)
     empty_value_display = display.DASH
-    readonly_fields = (
-        "id",
-        "kind",
-        "tenant",
-        "subject_id",
-        "subject_version",
-        "status",
-        "state",
-        "stage",
-        "version",
-        "attempt",
-        "attempts_total",
-        "skipped_stages",
-        "hints",
-        "cleanup_from",
-        "worker_name",
-        "worker_token",
-        "heartbeat_at",
-        "lease_expires_at",
-        "lease",
-        "lost_worker",
-        "not_before",
-        "dispatched_at",
-        "progress",
-        "processed",
-        "total",
-        "error_code",
-        "error_message",
-        "created_at",
-        "queued_at",
-        "started_at",
-        "cancel_requested_at",
-        "stalled_at",
-        "finished_at",
-        "updated_at",
-        "payload_pretty",
-    )
     fieldsets = (
         (None, {"fields": ("id", "kind", "tenant", "subject_id", "subject_version")}),
         ("State", {"fields": ("status", "state", "stage", "version", "attempt", "attempts_total")}),
@@ -168,6 +131,8 @@ class JobAdmin(JobReadOnlyMixin, OperatorActionsMixin):
         ),
         ("Input", {"fields": ("payload_pretty",), "classes": ("collapse",)}),
     )
+    # Every field on the page is read-only: state changes only through the guarded actions.
+    readonly_fields = tuple(flatten_fieldsets(fieldsets))
 
     # --- columns ------------------------------------------------------------------------------
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connections
@@ -31,7 +29,7 @@ from jobs.executor import run_job, run_stage
 from jobs.models import Job, JobEvent, Status
 from jobs.services.reaper import reap
 from jobs.services.worker import Claim, job_claim
-from tests.conftest import ROOT, Processes, database_url, wait_for
+from tests.conftest import Processes, child_env, wait_for
 
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request is noise
 
@@ -251,19 +249,6 @@ def start_server(processes: Processes, env: dict[str, str], **extra: str) -> Ser
     except AssertionError:
         raise AssertionError(processes.logs()) from None
     return Server(base_url=base, processes=processes)
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    """Environment for a server process on the test database (``subprocess_env`` without a test)."""
-    return {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": database_url(),
-        "PYTHONPATH": str(ROOT),
-        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
-        "LOG_LEVEL": "WARNING",
-        **extra,
-    }
 
 
 @pytest.fixture(scope="module")

@@ -120,11 +120,12 @@ def owner_password_pdf() -> bytes:
 
 def zero_page_pdf() -> bytes:
     """A well-formed PDF whose page tree is empty (fpdf2 refuses to write one, so it is assembled)."""
-    return _assemble_pdf([b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"])
+    return assemble_pdf([b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"])
 
 
-def _assemble_pdf(objects: Sequence[bytes]) -> bytes:
-    """A PDF of numbered objects (the first is the catalog) with a correct cross-reference table."""
+def assemble_pdf(objects: Sequence[bytes], trailer: bytes = b"") -> bytes:
+    """A PDF of numbered objects (the first is the catalog) with a correct cross-reference table;
+    ``trailer`` adds entries to the trailer dictionary (e.g. ``/Encrypt``)."""
     out = bytearray(b"%PDF-1.7\n")
     offsets = []
     for number, body in enumerate(objects, start=1):
@@ -133,7 +134,11 @@ def _assemble_pdf(objects: Sequence[bytes]) -> bytes:
     xref = len(out)
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    out += b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        trailer,
+        xref,
+    )
     return bytes(out)
 
 

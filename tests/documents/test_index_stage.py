@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
-from documents.stages.index import COPY_BATCH
+from documents.stages.index import copy_batch
 from jobs.models import Status
 from tests.documents import files
 from tests.documents.helpers import job_of, make_tenant, run_until_idle, top_hit, upload
@@ -53,20 +52,5 @@ def test_every_chunk_is_indexed_once_with_its_own_vector_in_batches():
     assert hit is not None and hit.version_id == version.pk
 
     # The same batch again, as a worker that lost its lease after committing would write it.
-    sql = COPY_BATCH.format(
-        index="documents_indexentry", vectors="documents_chunkvector", chunks="documents_chunk"
-    )
-    uuid = DocumentVersion._meta.pk.get_db_prep_value
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql,
-            {
-                "tenant": tenant.pk,
-                "document": uuid(version.document_id, connection),
-                "version": uuid(version.pk, connection),
-                "batch": 0,
-                "first": 0,
-                "end": 3,
-            },
-        )
+    copy_batch(version, 0, 0, 3)
     assert IndexEntry.objects.filter(version=version).count() == len(chunks)

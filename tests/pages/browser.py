@@ -12,7 +12,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from tests.conftest import ROOT, Processes, database_url, wait_for
+from tests.conftest import ROOT, Processes, child_env, wait_for
 from tests.pages.helpers import PASSWORD
 
 CHROMIUM = "/usr/bin/chromium"
@@ -72,30 +72,10 @@ class Platform:
 
 
 def server_env(media_root: str) -> dict[str, str]:
-    """The environment of the servers: the test database, quick leases, one page per OCR batch.
-
-    The same settings as the suite's ``subprocess_env`` fixture, which is per test; the browser
-    tests keep one platform for their whole module instead of starting it for every test.
-    """
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": database_url(),
-        "PYTHONPATH": str(ROOT),
-        "JOBS_LEASE_SECONDS": "3",
-        "JOBS_HEARTBEAT_SECONDS": "0.5",
-        "JOBS_REAPER_INTERVAL": "0.5",
-        "JOBS_PROGRESS_WRITE_SECONDS": "0",
-        "Q_WORKERS": "2",
-        "Q_POLL": "0.05",
-        "Q_TIMEOUT": "120",
-        "MEDIA_ROOT": media_root,
-        "LOG_LEVEL": "WARNING",
-        "SSE_KEEPALIVE_SECONDS": "2",
-        "OCR_BATCH_SIZE": "1",  # a safe point (and a progress step) after every page
-    }
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the test process's need, not the servers'
-    return env
+    """The servers' environment: the suite's ``child_env`` with one page per OCR batch (a safe
+    point and a progress step after every page) and quick keep-alives. The browser tests keep one
+    platform for their whole module instead of starting it for every test."""
+    return child_env(media_root, SSE_KEEPALIVE_SECONDS="2", OCR_BATCH_SIZE="1")
 
 
 def start_platform(processes: Processes, env: dict[str, str]) -> Platform:

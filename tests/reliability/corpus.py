@@ -108,22 +108,8 @@ def encrypted_pdf_unknown_scheme() -> bytes:
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>",
         b"<< /Filter /ExoticSecurity /V 9 /R 9 /O (owner) /U (user) /P -4 >>",
     ]
-    out = bytearray(b"%PDF-1.7\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
     file_id = b"<00112233445566778899aabbccddeeff>"
-    out += b"trailer\n<< /Size %d /Root 1 0 R /Encrypt 4 0 R /ID [%s %s] >>\n" % (
-        len(objects) + 1,
-        file_id,
-        file_id,
-    )
-    out += b"startxref\n%d\n%%%%EOF\n" % xref
-    return bytes(out)
+    return files.assemble_pdf(objects, trailer=b" /Encrypt 4 0 R /ID [%s %s]" % (file_id, file_id))
 
 
 def wrong_startxref(data: bytes) -> bytes:
