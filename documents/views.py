@@ -207,31 +207,53 @@ def version_upload(request: HttpRequest, tenant: Tenant, document_id: str) -> Ht
 @tenant_required
 def job_cancel_view(request: HttpRequest, tenant: Tenant, document_id: str, job_id: str) -> HttpResponse:
     """Cancel the job (without JavaScript; the page's script posts to the API instead)."""
-    version = access_version_by_job(tenant, document_id, job_id)
-    if version is None:
-        raise Http404
-    try:
-        job_cancel(job_id=version.job_id, actor=Actor.USER, actor_name=request.user.get_username())
-    except JobConflict:
-        messages.error(request, _("This job can no longer be cancelled. The page shows its current state."))
-    else:
-        messages.success(request, _("Cancellation requested: processing stops at the next safe point."))
-    return _see_other(reverse("document", args=[version.document_id]))
+    return _job_action(
+        request,
+        tenant,
+        document_id,
+        job_id,
+        job_cancel,
+        refused=_("This job can no longer be cancelled. The page shows its current state."),
+        done=_("Cancellation requested: processing stops at the next safe point."),
+    )
 
 
 @require_POST
 @tenant_required
 def job_retry_view(request: HttpRequest, tenant: Tenant, document_id: str, job_id: str) -> HttpResponse:
     """Retry a failed job where its cause allows it."""
+    return _job_action(
+        request,
+        tenant,
+        document_id,
+        job_id,
+        job_retry,
+        refused=_("This job cannot be retried now. The page shows its current state."),
+        done=_("Processing was queued again."),
+    )
+
+
+def _job_action(
+    request: HttpRequest,
+    tenant: Tenant,
+    document_id: str,
+    job_id: str,
+    service: Callable[..., Any],
+    *,
+    refused: str,
+    done: str,
+) -> HttpResponse:
+    """Run the user's ``service`` on the tenant's job and go back to the document page with
+    ``done``, or ``refused`` when the job's state no longer allows it."""
     version = access_version_by_job(tenant, document_id, job_id)
     if version is None:
         raise Http404
     try:
-        job_retry(job_id=version.job_id, actor=Actor.USER, actor_name=request.user.get_username())
+        service(job_id=version.job_id, actor=Actor.USER, actor_name=request.user.get_username())
     except JobConflict:
-        messages.error(request, _("This job cannot be retried now. The page shows its current state."))
+        messages.error(request, refused)
     else:
-        messages.success(request, _("Processing was queued again."))
+        messages.success(request, done)
     return _see_other(reverse("document", args=[version.document_id]))
 
 

@@ -131,34 +131,24 @@ def _variant_applies(variant: RetryVariant) -> Callable[[Job], str | None]:
 # --- the service calls ------------------------------------------------------------------------
 
 
-def _take_over(job: Job, r: Request) -> Job:
-    return job_take_over(
-        job_id=job.pk,
-        actor=Actor.OPERATOR,
-        actor_name=r.actor_name,
-        expected_version=r.expected_version,
-        reason=r.reason,
-    )
+def _as_operator(service: Callable[..., Job]) -> Callable[[Job, Request], Job]:
+    """``service`` called for ``job`` by the operator of ``r``, at the version they saw."""
+
+    def run(job: Job, r: Request) -> Job:
+        return service(
+            job_id=job.pk,
+            actor=Actor.OPERATOR,
+            actor_name=r.actor_name,
+            expected_version=r.expected_version,
+            reason=r.reason,
+        )
+
+    return run
 
 
-def _give_up(job: Job, r: Request) -> Job:
-    return job_give_up(
-        job_id=job.pk,
-        actor=Actor.OPERATOR,
-        actor_name=r.actor_name,
-        expected_version=r.expected_version,
-        reason=r.reason,
-    )
-
-
-def _cancel(job: Job, r: Request) -> Job:
-    return job_cancel(
-        job_id=job.pk,
-        actor=Actor.OPERATOR,
-        actor_name=r.actor_name,
-        expected_version=r.expected_version,
-        reason=r.reason,
-    )
+_take_over = _as_operator(job_take_over)
+_give_up = _as_operator(job_give_up)
+_cancel = _as_operator(job_cancel)
 
 
 def _retry(*, force: bool, restart: bool = False, hints: dict[str, Any] | None = None) -> Callable[..., Job]:
