@@ -91,6 +91,8 @@ def test_a_cancel_mid_stage_is_honoured_at_the_next_safe_point(platform, subproc
     assert Output.objects.filter(job_id=job.pk).count() == 2
     job_cancel(job_id=job.pk, actor_name="alice")
     job = wait_status(job, Status.CANCELLED, platform, timeout=30)
+    # The cancel commits first; the worker's cleanup follows it and clears the pending marker.
+    wait_for(lambda: reload(job).cleanup_from == "", timeout=30, what="cleanup finished")
     assert Output.objects.filter(job_id=job.pk).count() == 0
     assert Cleaned.objects.filter(job_id=job.pk).exists()
     scratch = Call.objects.get(job_id=job.pk, stage="pages", unit=2).note
