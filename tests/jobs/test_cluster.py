@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django_q.models import OrmQ, Task
 
 from jobs.models import Job, JobEvent, Status
 from jobs.services.lifecycle import job_cancel
@@ -54,6 +55,9 @@ def test_a_job_runs_through_every_stage_to_ready(platform, subprocess_env):
     assert job.progress == 100
     assert Published.objects.filter(job_id=job.pk).count() == 1
     assert Output.objects.filter(job_id=job.pk).count() == 5
+    # The broker message was acknowledged, and q2 kept no result row: the job table is the record.
+    wait_for(lambda: not OrmQ.objects.exists(), timeout=10, what="the acknowledgement")
+    assert not Task.objects.filter(name=f"job-{job.pk}").exists()
     result = check_jobs(subprocess_env)
     assert result.returncode == 0, result.stdout + result.stderr
 
