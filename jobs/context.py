@@ -102,13 +102,18 @@ class StageContext:
         if not final and now - self._last_progress_write < settings.JOBS_PROGRESS_WRITE_SECONDS:
             return
         self._last_progress_write = now
-        worker_services.job_report_progress(job_id=self.job_id, token=self.token, done=done, total=total)
+        value = worker_services.job_report_progress(
+            job_id=self.job_id, token=self.token, done=done, total=total
+        )
+        # The claimed copy follows this worker's own writes (see job_complete_stage).
+        job = self.claim.job
+        job.progress, job.processed, job.total = max(job.progress, value), done, total
 
     def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Persist where to resume from (fenced by the lease)."""
         self.touch()
         worker_services.job_save_checkpoint(job_id=self.job_id, token=self.token, checkpoint=checkpoint)
-        self.checkpoint = dict(checkpoint)
+        self._saved(checkpoint)
 
     @contextmanager
     def write(self, checkpoint: dict[str, Any] | None = None) -> Iterator[None]:
@@ -125,8 +130,12 @@ class StageContext:
                     job_id=self.job_id, token=self.token, checkpoint=checkpoint
                 )
         if checkpoint is not None:
-            self.checkpoint = dict(checkpoint)
+            self._saved(checkpoint)
         self.touch()
+
+    def _saved(self, checkpoint: dict[str, Any]) -> None:
+        self.checkpoint = dict(checkpoint)
+        self.claim.job.checkpoint = dict(checkpoint)
 
     def skip(self) -> None:
         """Mark this stage as skipped (nothing to do); it counts as done for progress."""

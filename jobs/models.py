@@ -190,7 +190,14 @@ class Job(FSMModelMixin, models.Model):
         return f"{self.kind} {self.subject_id} v{self.subject_version} ({self.status}/{self.stage})"
 
     # --- the state graph ----------------------------------------------------------------------
-    # Each method changes the instance in memory only; apply_transition() persists it.
+    # Each method changes the instance in memory only; apply_transition() persists it, writing
+    # every field the method assigned (recorded by __setattr__ below while it runs).
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        assigned = self.__dict__.get("_assigned")
+        if assigned is not None:
+            assigned.add(name)
+        super().__setattr__(name, value)
 
     @transition(field=status, source=S.UPLOADED, target=S.QUEUED)
     def enqueue(self, *, now: datetime) -> None:
@@ -220,6 +227,35 @@ class Job(FSMModelMixin, models.Model):
         self.error_code = ""
         self.error_message = ""
         self._to_queue(now, now)
+
+    @transition(field=status, source=S.RUNNING, target=S.RUNNING)
+    def proceed(
+        self,
+        *,
+        now: datetime,
+        next_stage: str,
+        progress: float,
+        skipped: list[str],
+        new_token: str,
+        lease: float,
+    ) -> None:
+        """``advance`` and ``claim`` in one compare-and-set: the worker that finished a stage goes
+        on with the next one itself (same pool), under a fresh lease token, without the job ever
+        waiting in the queue."""
+        self.stage = next_stage
+        self.attempt = 1
+        self.attempts_total += 1
+        self.hints = {}
+        self.checkpoint = {}
+        self.processed = None
+        self.total = None
+        self.skipped_stages = skipped
+        self.progress = max(self.progress, progress)
+        self.error_code = ""
+        self.error_message = ""
+        self.worker_token = new_token
+        self.heartbeat_at = now
+        self.lease_expires_at = now + timedelta(seconds=lease)
 
     @transition(field=status, source=S.RUNNING, target=S.READY)
     def publish(self, *, now: datetime) -> None:

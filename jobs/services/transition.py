@@ -22,8 +22,8 @@ log = logging.getLogger(__name__)
 NOTIFY_CHANNEL = "job_events"
 
 
-def _field_values(job: Job) -> dict[str, Any]:
-    return {f.attname: getattr(job, f.attname) for f in job._meta.concrete_fields}
+_COLUMNS = frozenset(f.attname for f in Job._meta.concrete_fields)
+_WRITTEN_BY_EVERY_TRANSITION = frozenset({"status", "version", "updated_at"})
 
 
 def append_event(
@@ -101,16 +101,21 @@ def apply_transition(
             f"The conditions to {name.replace('_', ' ')} this {job.status} job are not met.",
             job_id=job.pk,
         )
-    before = _field_values(job)
     source_status, source_version = job.status, job.version
+    # Every field the transition assigns is written, changed or not: a copy of the row that is
+    # stale in a field the transition sets (say, a checkpoint the worker saved since) still ends
+    # with the transition's value. Staleness elsewhere is what the version check refuses.
+    assigned: set[str] = set()
+    job.__dict__["_assigned"] = assigned
     try:
         method(now=now, **params)
     except TransitionNotAllowed as exc:  # a condition changed between the checks above
         raise TransitionRefused(str(exc), job_id=job.pk) from exc
+    finally:
+        del job.__dict__["_assigned"]
     job.version = source_version + 1
     job.updated_at = now
-    after = _field_values(job)
-    changes = {k: v for k, v in after.items() if before[k] != v}
+    changes = {name: getattr(job, name) for name in (assigned & _COLUMNS) | _WRITTEN_BY_EVERY_TRANSITION}
 
     where = Q(pk=job.pk, version=source_version, status=source_status)
     if token is not None:

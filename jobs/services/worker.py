@@ -77,7 +77,11 @@ def _claim_loaded(job: Job, worker: str, *, reason: str) -> Claim:
         lease=_lease_seconds(),
         new_token=token,
     )
-    run = StageRun.objects.create(
+    return Claim(job=job, token=token, run=_start_run(job, token, worker))
+
+
+def _start_run(job: Job, token: str, worker: str) -> StageRun:
+    return StageRun.objects.create(
         job=job,
         stage=job.stage,
         attempt=job.attempt,
@@ -86,7 +90,6 @@ def _claim_loaded(job: Job, worker: str, *, reason: str) -> Claim:
         started_at=job.heartbeat_at or timezone.now(),
         hints=job.hints,
     )
-    return Claim(job=job, token=token, run=run)
 
 
 def job_claim(*, job_id: Any, worker: str | None = None) -> Claim | None:
@@ -231,10 +234,13 @@ def _finish_run(claim: Claim, outcome: str, **detail: Any) -> None:
 def job_complete_stage(*, claim: Claim, skipped: bool = False, continue_inline: bool = False) -> Claim | None:
     """The stage's handler returned: advance to the next stage, or publish at the last.
 
-    With ``continue_inline`` the worker claims the next stage in the same transaction (a fresh
+    With ``continue_inline`` the worker goes on with the next stage itself (``proceed``: one
     compare-and-set, a fresh token) and gets it back, saving a trip through the broker.
     """
-    job = Job.objects.get(pk=claim.job_id)
+    # The claimed copy, as this worker last wrote it: its transitions, checkpoints and progress
+    # reports keep it current, and whatever another actor changes bumps the version, so the
+    # compare-and-set refuses a stale copy (JobConflict) instead of acting on it.
+    job = claim.job
     pipeline = pipelines.get(job.kind)
     nxt = pipeline.next_stage(job.stage)
     worker = claim.run.worker_name
@@ -254,23 +260,41 @@ def job_complete_stage(*, claim: Claim, skipped: bool = False, continue_inline: 
             dispatch_next_of_tenant(job.tenant)
         return None
     skipped_stages = [*job.skipped_stages, job.stage] if skipped else list(job.skipped_stages)
+    reason = f"{job.stage} skipped" if skipped else f"{job.stage} done"
+    outcome = StageRun.Outcome.SKIPPED if skipped else StageRun.Outcome.ADVANCED
+    progress = pipeline.progress_at(nxt.name)
     with transaction.atomic():
+        if not continue_inline:
+            apply_transition(
+                job,
+                "advance",
+                actor=Actor.WORKER,
+                actor_name=worker,
+                token=claim.token,
+                reason=reason,
+                next_stage=nxt.name,
+                progress=progress,
+                skipped=skipped_stages,
+                after_commit=dispatch_if_due,
+            )
+            _finish_run(claim, outcome)
+            return None
+        token = uuid.uuid4().hex
         apply_transition(
             job,
-            "advance",
+            "proceed",
             actor=Actor.WORKER,
             actor_name=worker,
             token=claim.token,
-            reason=f"{job.stage} skipped" if skipped else f"{job.stage} done",
+            reason=f"{reason}; {nxt.name} continued by the same worker",
             next_stage=nxt.name,
-            progress=pipeline.progress_at(nxt.name),
+            progress=progress,
             skipped=skipped_stages,
-            after_commit=None if continue_inline else dispatch_if_due,
+            new_token=token,
+            lease=_lease_seconds(),
         )
-        _finish_run(claim, StageRun.Outcome.SKIPPED if skipped else StageRun.Outcome.ADVANCED)
-        if continue_inline:
-            return _claim_loaded(job, worker, reason="continued by the same worker")
-    return None
+        _finish_run(claim, outcome)
+        return Claim(job=job, token=token, run=_start_run(job, token, worker))
 
 
 def job_fail_stage(*, claim: Claim, error: BaseException, rng: random.Random | None = None) -> Job:

@@ -158,7 +158,7 @@ def test_a_reconnect_with_last_event_id_receives_exactly_the_missed_events(
     assert claim is not None
     assert claim.job.stage == "chunking"
     missed = event_ids(job_id, after=last)
-    assert len(missed) >= 4
+    assert len(missed) >= 2  # the two stage changes, and any progress reported meanwhile
 
     again = sse(server, body["events_url"], alice.token, last_event_id=last)
     replayed = again.events_until(lambda e: e.id == missed[-1], timeout=10)

@@ -144,7 +144,7 @@ def test_a_text_only_pdf_skips_ocr_and_progress_only_rises_to_100_at_ready(tenan
     assert [e.progress for e in events if e.progress == 100] == [100.0]
     assert (events[-1].name, events[-1].to_status, events[-1].progress) == ("publish", "ready", 100.0)
     # Stage weights 20/25/15/25/15: the skipped OCR stage counts as done.
-    advances = [e.progress for e in events if e.name == "advance"]
+    advances = [e.progress for e in events if e.name in ("advance", "proceed")]
     assert advances == [20.0, 45.0, 60.0, 85.0]
 
 

@@ -68,7 +68,8 @@ def test_job_runs_every_stage_to_ready_and_publishes_once():
     assert Output.objects.filter(job_id=job.pk).count() == 4
     assert Published.objects.filter(job_id=job.pk).count() == 1
     names = list(JobEvent.objects.filter(job=job, kind="transition").values_list("name", flat=True))
-    assert names == ["enqueue", "claim", "advance", "claim", "advance", "claim", "publish"]
+    # prepare -> pages: one compare-and-set by the same worker; pages -> finish: through the queue.
+    assert names == ["enqueue", "claim", "proceed", "advance", "claim", "publish"]
     progress = list(JobEvent.objects.filter(job=job).values_list("progress", flat=True))
     assert progress == sorted(progress)
     assert 10 < progress[-3] < 100  # progress inside the pages stage was reported

@@ -42,6 +42,7 @@ LEGAL = {
     ("enqueue", "uploaded", "queued"),
     ("claim", "queued", "running"),
     ("advance", "running", "queued"),
+    ("proceed", "running", "running"),
     ("publish", "running", "ready"),
     ("retry_later", "running", "queued"),
     ("fail", "running", "failed"),

@@ -16,6 +16,7 @@ from jobs.services.worker import (
     job_fail_stage,
     job_heartbeat,
     job_report_progress,
+    job_save_checkpoint,
 )
 from tests.jobs.helpers import cancel_requested, failed, new_job, reload, running, stalled
 
@@ -76,10 +77,32 @@ def test_continue_inline_claims_the_next_stage_under_a_fresh_token():
     assert nxt is not None and nxt.token != claim.token
     job = reload(claim)
     assert (job.status, job.stage, job.worker_token) == ("running", "pages", nxt.token)
-    assert [e[0] for e in events(job)] == ["enqueue", "claim", "advance", "claim"]
+    assert (job.attempt, job.attempts_total, job.progress) == (1, 2, 10)
+    # One compare-and-set, one event: the job never shows "queued" between the two stages.
+    assert [e[0] for e in events(job)] == ["enqueue", "claim", "proceed"]
+    last = JobEvent.objects.filter(job=job).last()
+    assert (last.from_status, last.to_status, last.stage, last.attempt) == ("running", "running", "pages", 1)
+    runs = list(StageRun.objects.filter(job=job).values_list("stage", "outcome", "worker_token"))
+    assert runs == [("prepare", "advanced", claim.token), ("pages", "running", nxt.token)]
+    # The previous stage's token is fenced out at once.
+    with pytest.raises(LeaseLost):
+        job_save_checkpoint(job_id=job.pk, token=claim.token, checkpoint={"next": 1})
 
 
-def test_only_changed_fields_are_written():
+def test_a_stage_completed_from_the_claimed_copy_still_clears_what_the_worker_saved():
+    # job_complete_stage does not re-read the job: the claimed copy is stale in the checkpoint
+    # and progress written since, and the transition must still reset them for the next stage.
+    claim = running()
+    job_save_checkpoint(job_id=claim.job_id, token=claim.token, checkpoint={"next": 3})
+    job_report_progress(job_id=claim.job_id, token=claim.token, done=3, total=4)
+    assert claim.job.checkpoint == {}
+    nxt = job_complete_stage(claim=claim, continue_inline=True)
+    assert nxt is not None
+    job = reload(claim)
+    assert (job.checkpoint, job.processed, job.total) == ({}, None, None)
+
+
+def test_only_the_fields_the_transition_sets_are_written():
     claim = running()
     job = reload(claim)
     with CaptureQueriesContext(connection) as ctx:
