@@ -101,13 +101,7 @@ class StageContext:
         final = total is not None and done >= total
         if not final and now - self._last_progress_write < settings.JOBS_PROGRESS_WRITE_SECONDS:
             return
-        self._last_progress_write = now
-        value = worker_services.job_report_progress(
-            job_id=self.job_id, token=self.token, done=done, total=total
-        )
-        # The claimed copy follows this worker's own writes (see job_complete_stage).
-        job = self.claim.job
-        job.progress, job.processed, job.total = max(job.progress, value), done, total
+        self._report(done, total)
 
     def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Persist where to resume from (fenced by the lease)."""
@@ -116,8 +110,11 @@ class StageContext:
         self._saved(checkpoint)
 
     @contextmanager
-    def write(self, checkpoint: dict[str, Any] | None = None) -> Iterator[None]:
-        """A fenced transaction for a batch of outputs; ``checkpoint`` commits with them.
+    def write(
+        self, checkpoint: dict[str, Any] | None = None, *, done: int | None = None, total: int | None = None
+    ) -> Iterator[None]:
+        """A fenced transaction for a batch of outputs; ``checkpoint`` commits with them, and so
+        does the progress ``done`` of ``total`` when given (no transaction of its own).
 
         Output rows and the checkpoint that says they exist commit together, so a resume never
         skips work that was not saved nor redoes work that was.
@@ -129,9 +126,24 @@ class StageContext:
                 worker_services.job_save_checkpoint(
                     job_id=self.job_id, token=self.token, checkpoint=checkpoint
                 )
+            if done is not None:
+                self._report(done, total)
         if checkpoint is not None:
             self._saved(checkpoint)
         self.touch()
+
+    def _report(self, done: int, total: int | None) -> None:
+        self._last_progress_write = time.monotonic()
+        value = worker_services.job_report_progress(
+            job_id=self.job_id,
+            token=self.token,
+            done=done,
+            total=total,
+            stage=(self.pipeline.kind, self.stage.name),
+        )
+        # The claimed copy follows this worker's own writes (see job_complete_stage).
+        job = self.claim.job
+        job.progress, job.processed, job.total = max(job.progress, value), done, total
 
     def _saved(self, checkpoint: dict[str, Any]) -> None:
         self.checkpoint = dict(checkpoint)

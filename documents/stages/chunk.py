@@ -48,7 +48,6 @@ def run(ctx: StageContext) -> None:
         for c in chunks
     ]
     # Replacing the version's chunks in one fenced transaction keeps a retry from mixing two runs.
-    with ctx.write(checkpoint={"chunks": len(rows)}):
+    with ctx.write(checkpoint={"chunks": len(rows)}, done=len(rows), total=len(rows)):
         Chunk.objects.filter(version=version).delete()
         Chunk.objects.bulk_create(rows, batch_size=500)
-    ctx.progress(len(rows), len(rows))

@@ -32,6 +32,5 @@ def run(ctx: StageContext) -> None:
             )
             for (ordinal, _), v in zip(part, vectors, strict=True)
         ]
-        with ctx.write(checkpoint={"next_batch": batch + 1}):
+        with ctx.write(checkpoint={"next_batch": batch + 1}, done=batch + 1, total=batches):
             ChunkVector.objects.bulk_create(rows, ignore_conflicts=True)
-        ctx.progress(batch + 1, batches)

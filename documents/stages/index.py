@@ -39,9 +39,8 @@ def run(ctx: StageContext) -> None:
     for batch in range(start, batches):
         ctx.check()
         part = ordinals[batch * size : (batch + 1) * size]
-        with ctx.write(checkpoint={"next_batch": batch + 1}):
+        with ctx.write(checkpoint={"next_batch": batch + 1}, done=batch + 1, total=batches):
             copy_batch(version, batch, part[0], part[-1] + 1)
-        ctx.progress(batch + 1, batches)
     probe(ctx)
 
 

@@ -90,12 +90,11 @@ def run(ctx: StageContext) -> None:
                     texts[number] = engine.recognize(image)
                 ctx.touch()
             done += len(batch)
-            with ctx.write(checkpoint={"done": done, "engine": engine_name}):
+            with ctx.write(checkpoint={"done": done, "engine": engine_name}, done=done, total=len(numbers)):
                 for number, text in texts.items():
                     Page.objects.filter(version=version, number=number).update(
                         text=text, ocr_engine=engine_name
                     )
-            ctx.progress(done, len(numbers))
 
 
 def _count_attempt(version: DocumentVersion, number: int) -> None:

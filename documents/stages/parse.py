@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 
 from documents.engines.parsing import ParsedPage, page_count, parse
 from documents.engines.sniff import Kind
@@ -29,20 +28,20 @@ def run(ctx: StageContext) -> None:
     for page in parse(path, kind, start_page=start):
         batch.append(page)
         if len(batch) >= FLUSH_PAGES or time.monotonic() - last_flush >= FLUSH_SECONDS:
-            _flush(ctx, version, batch)
-            ctx.progress(page.number, total)
+            _flush(ctx, version, batch, total)
             batch, last_flush = [], time.monotonic()
         else:
             ctx.touch()
     if batch:
-        _flush(ctx, version, batch)
-    ctx.progress(total, total)
+        _flush(ctx, version, batch, total)
+    else:
+        ctx.progress(total, total)  # nothing left to write (an empty file, or a resume at the end)
     pages = Page.objects.filter(version=version)
     if not pages.exclude(text="").exists() and not pages.filter(needs_ocr=True).exists():
         raise StageFailure(EMPTY_INPUT.code, "no page has text and none needs OCR")
 
 
-def _flush(ctx: StageContext, version: DocumentVersion, pages: Iterable[ParsedPage]) -> None:
+def _flush(ctx: StageContext, version: DocumentVersion, pages: list[ParsedPage], total: int) -> None:
     rows = [
         Page(
             version=version,
@@ -53,7 +52,8 @@ def _flush(ctx: StageContext, version: DocumentVersion, pages: Iterable[ParsedPa
         )
         for p in pages
     ]
-    with ctx.write(checkpoint={"next_page": rows[-1].number}):
+    # Page numbers start at 1: the last page written is also how many are done.
+    with ctx.write(checkpoint={"next_page": rows[-1].number}, done=rows[-1].number, total=total):
         Page.objects.bulk_create(rows, ignore_conflicts=True)
 
 

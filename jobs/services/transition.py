@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection, transaction
 from django.db.models import Q
@@ -26,8 +26,21 @@ _COLUMNS = frozenset(f.attname for f in Job._meta.concrete_fields)
 _WRITTEN_BY_EVERY_TRANSITION = frozenset({"status", "version", "updated_at"})
 
 
+class EventSource(NamedTuple):
+    """What an event records of its job; a :class:`Job` has the same attributes."""
+
+    pk: Any
+    status: str
+    stage: str
+    attempt: int
+    version: int
+    progress: float
+    processed: int | None
+    total: int | None
+
+
 def append_event(
-    job: Job,
+    job: Job | EventSource,
     *,
     kind: str,
     name: str,
@@ -128,7 +141,7 @@ def apply_transition(
         # The status write lives only here: a guarded compare-and-set, never a blind overwrite.
         # Progress reports do not bump the version, so the row may hold newer progress than the
         # copy this transition started from: the event must log the row's, returned by the UPDATE.
-        row = _update_returning(where, changes, ("progress", "processed", "total"))
+        row = update_returning(where, changes, ("progress", "processed", "total"))
         if row is None:
             raise _why_not(job.pk, token)
         job.progress, job.processed, job.total = row
@@ -147,9 +160,7 @@ def apply_transition(
     return job
 
 
-def _update_returning(
-    where: Q, changes: dict[str, Any], returning: tuple[str, ...]
-) -> tuple[Any, ...] | None:
+def update_returning(where: Q, changes: dict[str, Any], returning: tuple[str, ...]) -> tuple[Any, ...] | None:
     """``Job.objects.filter(where).update(**changes)`` plus ``RETURNING`` (PostgreSQL and SQLite
     3.35+), which ``QuerySet.update`` does not offer: the row of the one job it matched, or None."""
     query = Job.objects.filter(where).query.chain(UpdateQuery)

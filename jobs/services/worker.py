@@ -13,7 +13,7 @@ import socket
 import traceback as tb_module
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -38,7 +38,7 @@ from jobs.models import LEASED, Actor, Job, JobEvent, StageRun, Status
 from jobs.quotas import quota_for
 from jobs.retry import decide
 from jobs.services.cleanup import job_run_cleanup
-from jobs.services.transition import append_event, apply_transition
+from jobs.services.transition import EventSource, append_event, apply_transition, update_returning
 
 log = logging.getLogger(__name__)
 
@@ -168,31 +168,38 @@ def job_heartbeat(*, job_id: Any, token: str) -> HeartbeatAnswer:
     return HeartbeatAnswer(alive=True, cancel_requested=status == Status.CANCEL_REQUESTED)
 
 
-def job_report_progress(*, job_id: Any, token: str, done: int, total: int | None) -> float:
+def job_report_progress(
+    *, job_id: Any, token: str, done: int, total: int | None, stage: tuple[str, str] | None = None
+) -> float:
     """Record ``done`` of ``total`` for the current stage; the stored progress never drops.
 
-    Appends a progress event at most once per ``JOBS_PROGRESS_EVENT_SECONDS``.
+    Appends a progress event at most once per ``JOBS_PROGRESS_EVENT_SECONDS``. ``stage`` (the
+    job's kind and stage), where the caller knows it, saves reading it: the token fences it,
+    since every stage change issues a new one. Inside a caller's transaction (a fenced batch of
+    outputs) it commits with that batch.
     """
-    job = Job.objects.filter(pk=job_id).only("kind", "stage").first()
-    if job is None:
-        raise LeaseLost(job_id=job_id)
-    value = pipelines.get(job.kind).progress_at(job.stage, done, total)
+    if stage is None:
+        stage = Job.objects.filter(pk=job_id).values_list("kind", "stage").first()
+        if stage is None:
+            raise LeaseLost(job_id=job_id)
+    kind, name = stage
+    value = pipelines.get(kind).progress_at(name, done, total)
     now = timezone.now()
     fence = Q(pk=job_id, worker_token=token, status__in=LEASED)
-    with transaction.atomic():
+    with transaction.atomic() if not connection.in_atomic_block else nullcontext():
         updated = Job.objects.filter(fence).update(
             progress=Greatest(F("progress"), value), processed=done, total=total, updated_at=now
         )
         if not updated:
             raise LeaseLost(job_id=job_id)
         window = now - timedelta(seconds=settings.JOBS_PROGRESS_EVENT_SECONDS)
-        due = Job.objects.filter(fence).filter(
-            Q(progress_event_at__isnull=True) | Q(progress_event_at__lte=window)
-        )
-        if due.update(progress_event_at=now):
-            current = Job.objects.get(pk=job_id)
-            append_event(current, kind=JobEvent.Kind.PROGRESS, name="progress", actor=Actor.WORKER, at=now)
-            return current.progress
+        due = fence & (Q(progress_event_at__isnull=True) | Q(progress_event_at__lte=window))
+        # One statement takes the event's slot and returns what the event records.
+        row = update_returning(due, {"progress_event_at": now}, EventSource._fields[1:])
+        if row is not None:
+            source = EventSource(job_id, *row)
+            append_event(source, kind=JobEvent.Kind.PROGRESS, name="progress", actor=Actor.WORKER, at=now)
+            return source.progress
     return value
 
 
