@@ -10,6 +10,7 @@ from django.utils import timezone
 from documents.models import Chunk, ChunkVector, Document, DocumentVersion, IndexEntry, Page
 from jobs.errors import StageFailure
 from jobs.models import Job
+from jobs.services.cleanup import job_request_cleanup
 
 SUPERSEDED = "superseded"
 
@@ -41,13 +42,18 @@ def version_publish(job: Job) -> None:
     DocumentVersion.objects.filter(pk=version.pk).update(published_at=now)
     if current is not None:
         DocumentVersion.objects.filter(pk=current.pk).update(superseded_at=now)
-        transaction.on_commit(lambda: remove_outputs(current.pk, "parsing"))
+        # Its outputs go once this commits; the reaper removes them if this worker dies first.
+        if current.job_id is not None:
+            job_request_cleanup(job_id=current.job_id, from_stage=OUTPUTS_BY_STAGE[0][0])
+        else:
+            transaction.on_commit(lambda: remove_outputs(current.pk, OUTPUTS_BY_STAGE[0][0]))
     Document.objects.filter(pk=document.pk).update(published_version=version)
 
 
 def version_cleanup(job: Job, from_stage: str) -> None:
-    """The pipeline's cleanup hook after a cancel or failure: idempotent, never touches a
-    published version. A superseded version can never publish, so all of its outputs go."""
+    """The pipeline's cleanup hook after a cancel or a failure, or after a newer version replaced
+    a published one: idempotent, never touches a published version. A superseded version can
+    never publish, so all of its outputs go."""
     if job.error_code == SUPERSEDED:
         from_stage = OUTPUTS_BY_STAGE[0][0]
     remove_outputs(job.payload["version_id"], from_stage)

@@ -1,12 +1,15 @@
-"""Removing a cancelled or failed run's unpublished outputs, exactly once in effect."""
+"""Removing a cancelled or failed run's unpublished outputs, or a replaced run's, exactly once in
+effect."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from django.db import transaction
+
 from jobs import pipelines
-from jobs.models import FINISHED, Job
+from jobs.models import FINISHED, Job, Status
 
 log = logging.getLogger(__name__)
 
@@ -30,3 +33,15 @@ def job_run_cleanup(*, job_id: Any) -> bool:
     # Bookkeeping, not a status change: only clears the marker this very run answered.
     Job.objects.filter(pk=job.pk, version=job.version, cleanup_from=job.cleanup_from).update(cleanup_from="")
     return True
+
+
+def job_request_cleanup(*, job_id: Any, from_stage: str) -> None:
+    """Have a ready job's outputs from ``from_stage`` on removed: its subject was replaced (a
+    newer version of a document published over it).
+
+    Call it inside the transaction that replaces the subject: the pending marker commits with
+    it, the pipeline's cleanup hook runs after the commit, and the reaper runs it if this
+    process dies first. Bookkeeping, not a status change: the job stays ready.
+    """
+    if Job.objects.filter(pk=job_id, status=Status.READY, cleanup_from="").update(cleanup_from=from_stage):
+        transaction.on_commit(lambda: job_run_cleanup(job_id=job_id))

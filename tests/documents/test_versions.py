@@ -3,14 +3,18 @@ and an older version's job can never publish over a newer published version."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
 from documents.models import Document, DocumentVersion
 from jobs.audit import violations
 from jobs.executor import run_job
 from jobs.models import JobEvent, StageRun, Status
+from jobs.services import cleanup
+from jobs.services.reaper import reap
 from tests.documents import files
 from tests.documents.helpers import (
     NO_OUTPUTS,
@@ -91,6 +95,35 @@ def test_version_1_stays_searchable_until_version_2_publishes(tenant):
     v2.refresh_from_db()
     assert v1.superseded_at is not None and v2.published_at is not None
     assert output_counts(v1) == NO_OUTPUTS
+
+
+def test_a_replaced_versions_outputs_are_removed_by_the_reaper_when_the_worker_died_first(
+    tenant, monkeypatch
+):
+    v1 = published(tenant, V1_PAGES)
+    v1_rows = output_ids(v1)
+    # The worker that publishes v2 dies between its commit and the removal of v1's outputs.
+    monkeypatch.setattr(cleanup, "job_run_cleanup", lambda *, job_id: False)
+    assert run_until_idle(job_of(published_next(tenant, v1)).pk).status == Status.READY
+    monkeypatch.undo()
+    assert output_ids(v1) == v1_rows
+    old_job = job_of(v1)
+    assert (old_job.status, old_job.cleanup_from) == (Status.READY, "parsing")
+    assert found_versions(tenant, V1_ONLY) == set()  # never searchable meanwhile
+
+    report = reap(now=timezone.now() + timedelta(minutes=5))  # past the reaper's grace
+    assert old_job.pk in report.cleaned
+    assert output_counts(v1) == NO_OUTPUTS
+    old_job = reload_job(old_job)
+    # Bookkeeping only: v1's job stays ready, its history untouched.
+    assert (old_job.status, old_job.cleanup_from) == (Status.READY, "")
+    assert JobEvent.objects.filter(job=old_job, to_status=Status.READY).count() == 1
+    assert found_versions(tenant, V2_ONLY) == {Document.objects.get(pk=v1.document_id).published_version_id}
+    assert violations() == {}
+
+
+def published_next(tenant, previous: DocumentVersion) -> DocumentVersion:
+    return new_version(tenant, V2_PAGES, Document.objects.get(pk=previous.document_id))
 
 
 def test_a_failed_newer_version_leaves_the_published_version_searchable(tenant):
