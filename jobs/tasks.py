@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.executor import run_job as _run_job
+from jobs.scratch import sweep_if_due
 from jobs.services.reaper import reap
 
 
 def run_job(job_id: Any) -> str:
     """Run the job's stages if this delivery wins the claim; otherwise return quietly."""
+    sweep_if_due()  # what dead workers of this machine left in its temp directory
     return _run_job(job_id, exit_when_stuck=True)
 
 

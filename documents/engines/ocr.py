@@ -230,6 +230,12 @@ _instances: dict[str, OcrEngine] = {}
 _instances_lock = threading.Lock()
 
 
+def tesseract_leftover_age() -> float:
+    """Seconds after which no live tesseract run can still use its temp files: it is killed at
+    its timeout, and its caller removes them right after."""
+    return float(getattr(settings, "OCR_TESSERACT_TIMEOUT", DEFAULT_TESSERACT_TIMEOUT)) + 60
+
+
 def _build_engine(name: str) -> OcrEngine:
     if name == TESSERACT:
         return TesseractEngine(

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -47,6 +48,7 @@ def env(subprocess_env: dict[str, str], settings, tmp_path: Path, scratch: Path)
         "OCR_BATCH_SIZE": "1",
         "JOBS_PROGRESS_EVENT_SECONDS": "0",
         "TMPDIR": str(scratch),
+        "JOBS_SCRATCH_SWEEP_SECONDS": "0",  # every task sweeps, live jobs' directories included
     }
 
 
@@ -145,7 +147,7 @@ def worker_pid(job: Job) -> int:
     return int(run.worker_name.rsplit(":", 1)[1])
 
 
-def test_a_worker_killed_during_ocr_is_recovered_and_resumes_at_its_checkpoint(platform, env):
+def test_a_worker_killed_during_ocr_is_recovered_and_resumes_at_its_checkpoint(platform, env, scratch: Path):
     pages = 20
     tenant = make_tenant("acme")
     result = upload(tenant, scanned_pages_pdf(pages), "scan.pdf")
@@ -161,8 +163,18 @@ def test_a_worker_killed_during_ocr_is_recovered_and_resumes_at_its_checkpoint(p
     assert 3 <= saved_before_kill < pages - 3, "OCR was too fast to kill in the middle"
 
     os.kill(pid, signal.SIGKILL)
+    # What a worker killed mid-stage leaves: its private temp directory, and pytesseract's files
+    # of the page in flight (aged past the OCR timeout, which no live run outlives).
+    left = [scratch / f"job-{job.pk}-killed", scratch / "tess_killed_input.PNG", *scratch.glob("tess_*")]
+    left[0].mkdir()
+    (left[0] / "upload.pdf").write_bytes(b"%PDF-")
+    left[1].write_bytes(b"png")
+    for path in left[1:]:
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
 
     job = wait_status(job, Status.READY, platform, timeout=90)
+    # The replacement worker swept them before it claimed the job.
+    assert not [path for path in left if path.exists()]
     transitions = list(JobEvent.objects.filter(job=job, kind="transition").values_list("name", "actor"))
     assert ("mark_stalled", "reaper") in transitions and ("take_over", "reaper") in transitions
     ocr_runs = list(StageRun.objects.filter(job=job, stage="ocr").order_by("started_at"))

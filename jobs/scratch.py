@@ -1,0 +1,115 @@
+"""What workers that died on this machine left in its temp directory.
+
+A stage's private temp directory is removed when the stage ends, but not when its worker is
+SIGKILLed or the machine loses power. Temp directories live on the worker's own machine, so each
+machine's workers sweep their own: a ``job-<id>-...`` directory whose job is no longer leased to
+a live process of this machine is removed. Pipelines may register other leftovers by name pattern
+with an age past which no live run can still use them (an OCR engine's temp files, say).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from django.conf import settings
+
+from jobs.models import LEASED, Job
+
+log = logging.getLogger(__name__)
+
+PREFIX = "job-"
+_leftovers: dict[str, Callable[[], float]] = {}
+_last_sweep = 0.0
+
+
+def register_leftover(pattern: str, max_age: Callable[[], float]) -> None:
+    """Files matching ``pattern`` in the temp directory are removed once older than ``max_age()``
+    seconds (a callable, so that it follows the settings)."""
+    _leftovers[pattern] = max_age
+
+
+def sweep_if_due() -> list[Path]:
+    """:func:`sweep` at most once per ``JOBS_SCRATCH_SWEEP_SECONDS`` in this process."""
+    global _last_sweep
+    now = time.monotonic()
+    if _last_sweep and now - _last_sweep < float(settings.JOBS_SCRATCH_SWEEP_SECONDS):
+        return []
+    _last_sweep = now
+    try:
+        return sweep()
+    except Exception:  # housekeeping must never fail the task that triggered it
+        log.exception("sweeping the temp directory failed")
+        return []
+
+
+def sweep(root: Path | None = None) -> list[Path]:
+    """Remove what dead workers of this machine left in ``root`` (the temp directory)."""
+    root = root or Path(tempfile.gettempdir())
+    removed = [path for path in _orphaned_job_dirs(root) if _remove(path)]
+    now = time.time()
+    for pattern, max_age in _leftovers.items():
+        limit = max_age()
+        for path in root.glob(pattern):
+            if _age(path, now) > limit and _remove(path):
+                removed.append(path)
+    if removed:
+        log.info("removed %d leftovers of dead workers from %s", len(removed), root)
+    return removed
+
+
+def _orphaned_job_dirs(root: Path) -> list[Path]:
+    dirs: dict[Path, uuid.UUID] = {}
+    for path in root.glob(f"{PREFIX}*"):
+        try:
+            dirs[path] = uuid.UUID(path.name[len(PREFIX) : len(PREFIX) + 36])
+        except ValueError:
+            continue  # not a job's directory
+    if not dirs:
+        return []
+    holders = dict(
+        Job.objects.filter(pk__in=set(dirs.values()), status__in=LEASED).values_list("pk", "worker_name")
+    )
+    return [path for path, job_id in dirs.items() if not _alive_here(holders.get(job_id, ""))]
+
+
+def _alive_here(worker_name: str) -> bool:
+    """Whether ``host:pid`` (a lease holder's name) is a live process of this machine."""
+    host, _, pid = worker_name.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _age(path: Path, now: float) -> float:
+    try:
+        return now - path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+def _remove(path: Path) -> bool:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        log.warning("could not remove %s", path)
+        return False
+    return True
