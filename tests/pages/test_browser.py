@@ -140,6 +140,26 @@ def test_an_upload_goes_live_to_searchable_without_a_reload(page, platform, alic
     screenshot(page, "documents-list")
 
 
+def test_the_documents_list_follows_a_document_in_progress_to_ready_without_a_reload(page, platform, alice):
+    alice.upload(scanned_pages_pdf(3), "scan.pdf", "Scanned minutes")
+    page.goto(f"{platform.url}/")
+    plant_marker(page)
+    row = page.locator("table.documents tbody tr")
+    expect(row).to_have_count(1)
+    assert row.get_attribute("data-status") != "ready", "the job finished before the page could follow it"
+
+    expect(row.locator(".badge")).to_have_text("Ready", timeout=LIVE)
+    expect(row.locator(".percent")).to_have_text("100%")
+    expect(row).to_contain_text("Version 1")  # the published column came along
+    assert_not_reloaded(page)
+    # Every row is finished: the page stops reading the list.
+    page.wait_for_timeout(500)
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.wait_for_timeout(5_000)  # more than one polling period
+    assert requests == []
+
+
 def test_cancel_from_the_page_shows_stopping_then_cancelled(page, platform, alice):
     result = alice.upload(scanned_pages_pdf(12), "long-scan.pdf", "Long scanned archive")
     page.goto(f"{platform.url}/documents/{result.document.pk}/")
