@@ -63,6 +63,9 @@ def test_each_row_has_state_stage_update_time_and_published_version(alice: Membe
     assert "Ready" in row_done
     assert "Version 1" in row_done
     assert "All stages done" in row_done
+    # What the page's script reads to know whether to keep following the list.
+    assert row_waiting.startswith('<tr data-status="queued">')
+    assert row_done.startswith('<tr data-status="ready">')
 
 
 def test_a_progress_bar_appears_only_where_the_status_has_an_honest_number(alice: Member):
@@ -138,7 +141,7 @@ def _file(name: str, data: bytes, content_type: str = "application/octet-stream"
 
 
 def _row(body: str, document_id: object) -> str:
-    pattern = rf'<tr>\s*<th scope="row"[^>]*>\s*<a href="/documents/{document_id}/".*?</tr>'
+    pattern = rf'<tr[^>]*>\s*<th scope="row"[^>]*>\s*<a href="/documents/{document_id}/".*?</tr>'
     match = re.search(pattern, body, re.DOTALL)
     assert match is not None, f"no row for {document_id}"
     return match.group(0)
