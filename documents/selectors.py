@@ -82,11 +82,11 @@ def access_version_by_job(tenant: Tenant, document_id: Any, job_id: Any) -> Docu
     doc_pk, job_pk = _uuid(document_id), _uuid(job_id)
     if doc_pk is None or job_pk is None:
         return None
-    return (
-        DocumentVersion.objects.select_related("job")
-        .filter(document__tenant=tenant, document_id=doc_pk, job_id=job_pk)
-        .first()
+    # At most one row (a job belongs to one version): no ORDER BY to build or to run.
+    found = DocumentVersion.objects.select_related("job").filter(
+        document__tenant=tenant, document_id=doc_pk, job_id=job_pk
     )
+    return next(iter(found.order_by()[:1]), None)
 
 
 def state_filter(word: str) -> Q:
