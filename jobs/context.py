@@ -3,6 +3,7 @@ private temp directory."""
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 import threading
@@ -42,6 +43,7 @@ class StageContext:
         self.handler_thread = threading.get_ident()
         self._last_progress = time.monotonic()
         self._last_progress_write = 0.0
+        self._last_event = -math.inf
         self._temp_dir: Path | None = None
 
     # --- what the handler reads ---------------------------------------------------------------
@@ -97,11 +99,8 @@ class StageContext:
         Writes are throttled; the last unit (``done == total``) is always written.
         """
         self.touch()
-        now = time.monotonic()
-        final = total is not None and done >= total
-        if not final and now - self._last_progress_write < settings.JOBS_PROGRESS_WRITE_SECONDS:
-            return
-        self._report(done, total)
+        if self._report_due(done, total):
+            self._report(done, total)
 
     def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Persist where to resume from (fenced by the lease)."""
@@ -114,7 +113,8 @@ class StageContext:
         self, checkpoint: dict[str, Any] | None = None, *, done: int | None = None, total: int | None = None
     ) -> Iterator[None]:
         """A fenced transaction for a batch of outputs; ``checkpoint`` commits with them, and so
-        does the progress ``done`` of ``total`` when given (no transaction of its own).
+        does the progress ``done`` of ``total`` when given (throttled as :meth:`progress`; no
+        transaction of its own, and one statement with the checkpoint).
 
         Output rows and the checkpoint that says they exist commit together, so a resume never
         skips work that was not saved nor redoes work that was.
@@ -122,28 +122,38 @@ class StageContext:
         self.check()
         with worker_services.fenced(job_id=self.job_id, token=self.token):
             yield
-            if checkpoint is not None:
+            if done is not None and self._report_due(done, total):
+                self._report(done, total, checkpoint)
+            elif checkpoint is not None:
                 worker_services.job_save_checkpoint(
                     job_id=self.job_id, token=self.token, checkpoint=checkpoint
                 )
-            if done is not None:
-                self._report(done, total)
         if checkpoint is not None:
             self._saved(checkpoint)
         self.touch()
 
-    def _report(self, done: int, total: int | None) -> None:
-        self._last_progress_write = time.monotonic()
-        value = worker_services.job_report_progress(
+    def _report_due(self, done: int, total: int | None) -> bool:
+        final = total is not None and done >= total
+        return final or time.monotonic() - self._last_progress_write >= settings.JOBS_PROGRESS_WRITE_SECONDS
+
+    def _report(self, done: int, total: int | None, checkpoint: dict[str, Any] | None = None) -> None:
+        now = time.monotonic()
+        self._last_progress_write = now
+        recorded = worker_services.job_report_progress(
             job_id=self.job_id,
             token=self.token,
             done=done,
             total=total,
             stage=(self.pipeline.kind, self.stage.name),
+            checkpoint=checkpoint,
+            # This worker appended the last progress event itself: none is due before then.
+            event=now - self._last_event >= settings.JOBS_PROGRESS_EVENT_SECONDS,
         )
+        if recorded.event:
+            self._last_event = now
         # The claimed copy follows this worker's own writes (see job_complete_stage).
         job = self.claim.job
-        job.progress, job.processed, job.total = max(job.progress, value), done, total
+        job.progress, job.processed, job.total = max(job.progress, recorded.progress), done, total
 
     def _saved(self, checkpoint: dict[str, Any]) -> None:
         self.checkpoint = dict(checkpoint)

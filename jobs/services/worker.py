@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, InterfaceError, connection, transaction
@@ -168,15 +168,29 @@ def job_heartbeat(*, job_id: Any, token: str) -> HeartbeatAnswer:
     return HeartbeatAnswer(alive=True, cancel_requested=status == Status.CANCEL_REQUESTED)
 
 
+class Recorded(NamedTuple):
+    progress: float  # at least what was recorded (the row's, where an event read it back)
+    event: bool  # whether a progress event was appended
+
+
 def job_report_progress(
-    *, job_id: Any, token: str, done: int, total: int | None, stage: tuple[str, str] | None = None
-) -> float:
+    *,
+    job_id: Any,
+    token: str,
+    done: int,
+    total: int | None,
+    stage: tuple[str, str] | None = None,
+    checkpoint: dict[str, Any] | None = None,
+    event: bool = True,
+) -> Recorded:
     """Record ``done`` of ``total`` for the current stage; the stored progress never drops.
 
     Appends a progress event at most once per ``JOBS_PROGRESS_EVENT_SECONDS``. ``stage`` (the
     job's kind and stage), where the caller knows it, saves reading it: the token fences it,
-    since every stage change issues a new one. Inside a caller's transaction (a fenced batch of
-    outputs) it commits with that batch.
+    since every stage change issues a new one. ``checkpoint`` is saved by the same statement;
+    ``event=False`` skips the event check where the caller knows none is due (it appended one
+    within the interval). Inside a caller's transaction (a fenced batch of outputs) it commits
+    with that batch.
     """
     if stage is None:
         stage = Job.objects.filter(pk=job_id).values_list("kind", "stage").first()
@@ -186,21 +200,27 @@ def job_report_progress(
     value = pipelines.get(kind).progress_at(name, done, total)
     now = timezone.now()
     fence = Q(pk=job_id, worker_token=token, status__in=LEASED)
+    values: dict[str, Any] = {
+        "progress": Greatest(F("progress"), value),
+        "processed": done,
+        "total": total,
+        "updated_at": now,
+    }
+    if checkpoint is not None:
+        values["checkpoint"] = checkpoint
     with transaction.atomic() if not connection.in_atomic_block else nullcontext():
-        updated = Job.objects.filter(fence).update(
-            progress=Greatest(F("progress"), value), processed=done, total=total, updated_at=now
-        )
-        if not updated:
+        if not Job.objects.filter(fence).update(**values):
             raise LeaseLost(job_id=job_id)
-        window = now - timedelta(seconds=settings.JOBS_PROGRESS_EVENT_SECONDS)
-        due = fence & (Q(progress_event_at__isnull=True) | Q(progress_event_at__lte=window))
-        # One statement takes the event's slot and returns what the event records.
-        row = update_returning(due, {"progress_event_at": now}, EventSource._fields[1:])
-        if row is not None:
-            source = EventSource(job_id, *row)
-            append_event(source, kind=JobEvent.Kind.PROGRESS, name="progress", actor=Actor.WORKER, at=now)
-            return source.progress
-    return value
+        if event:
+            window = now - timedelta(seconds=settings.JOBS_PROGRESS_EVENT_SECONDS)
+            due = fence & (Q(progress_event_at__isnull=True) | Q(progress_event_at__lte=window))
+            # One statement takes the event's slot and returns what the event records.
+            row = update_returning(due, {"progress_event_at": now}, EventSource._fields[1:])
+            if row is not None:
+                source = EventSource(job_id, *row)
+                append_event(source, kind=JobEvent.Kind.PROGRESS, name="progress", actor=Actor.WORKER, at=now)
+                return Recorded(source.progress, True)
+    return Recorded(value, False)
 
 
 def job_save_checkpoint(*, job_id: Any, token: str, checkpoint: dict[str, Any]) -> None:

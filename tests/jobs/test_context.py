@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -22,26 +24,52 @@ def context() -> StageContext:
     return StageContext(claim, pipeline, pipeline.stage(claim.job.stage))
 
 
+def statements_of(batch: Callable[[], None]) -> list[str]:
+    with CaptureQueriesContext(connection) as captured:
+        batch()
+    # SAVEPOINT and RELEASE are the test's own transaction around the batch's.
+    return [q["sql"] for q in captured.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))]
+
+
+def batch(ctx: StageContext, page: int, total: int = 4) -> Callable[[], None]:
+    def write() -> None:
+        with ctx.write(checkpoint={"next": page}, done=page, total=total):
+            Output.objects.create(job_id=ctx.job_id, key=f"page-{page}", worker_token=ctx.token)
+
+    return write
+
+
 def test_a_batch_commits_its_outputs_checkpoint_and_progress_in_one_transaction():
     ctx = context()
     before = reload(ctx.claim).progress
-    with CaptureQueriesContext(connection) as captured, ctx.write(checkpoint={"next": 2}, done=2, total=4):
-        Output.objects.create(job_id=ctx.job_id, key="page-1", worker_token=ctx.token)
+    statements = statements_of(batch(ctx, 2))
     job = reload(ctx.claim)
     assert job.checkpoint == {"next": 2}
     assert (job.processed, job.total) == (2, 4)
     assert job.progress == ctx.pipeline.progress_at(ctx.stage.name, 2, 4) > before
     event = JobEvent.objects.filter(job=job, kind="progress").get()
     assert (event.processed, event.total, event.progress, event.stage) == (2, 4, job.progress, job.stage)
-    # The lease check, the output, the checkpoint, the progress, the event's slot and the event:
-    # no transaction of the progress report's own, and no read of the job's kind and stage.
-    # (SAVEPOINT and RELEASE are the test's own transaction around the batch's.)
-    statements = [
-        q["sql"] for q in captured.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))
-    ]
-    assert len(statements) == 6, [sql[:60] for sql in statements]
+    # The lease check, the output, checkpoint and progress in one UPDATE, the event's slot and the
+    # event: no transaction of the report's own, no read of the job's kind and stage.
+    assert len(statements) == 5, [sql[:60] for sql in statements]
     # The claimed copy follows the worker's own writes.
     assert (ctx.job.checkpoint, ctx.job.processed, ctx.job.total) == ({"next": 2}, 2, 4)
+
+
+def test_batches_in_quick_succession_throttle_their_progress_but_never_the_last(settings):
+    settings.JOBS_PROGRESS_WRITE_SECONDS = settings.JOBS_PROGRESS_EVENT_SECONDS = 60
+    ctx = context()
+    statements_of(batch(ctx, 1))
+    # Within JOBS_PROGRESS_WRITE_SECONDS: the checkpoint is saved, the progress waits.
+    assert len(statements_of(batch(ctx, 2))) == 3  # lease check, output, checkpoint
+    job = reload(ctx.claim)
+    assert (job.checkpoint, job.processed) == ({"next": 2}, 1)
+    # The last unit is always written; no event check while this worker's last event is recent.
+    assert len(statements_of(batch(ctx, 4))) == 3  # lease check, output, checkpoint and progress
+    job = reload(ctx.claim)
+    assert (job.checkpoint, job.processed, job.total) == ({"next": 4}, 4, 4)
+    assert job.progress == ctx.pipeline.progress_at(ctx.stage.name, 4, 4)
+    assert JobEvent.objects.filter(job=job, kind="progress").count() == 1
 
 
 def test_a_batch_that_fails_leaves_outputs_checkpoint_and_progress_as_they_were():
