@@ -216,16 +216,8 @@ class Job(FSMModelMixin, models.Model):
 
     @transition(field=status, source=S.RUNNING, target=S.QUEUED)
     def advance(self, *, now: datetime, next_stage: str, progress: float, skipped: list[str]) -> None:
-        self.stage = next_stage
+        self._enter_stage(next_stage, progress, skipped)
         self.attempt = 0
-        self.hints = {}
-        self.checkpoint = {}
-        self.processed = None
-        self.total = None
-        self.skipped_stages = skipped
-        self.progress = max(self.progress, progress)
-        self.error_code = ""
-        self.error_message = ""
         self._to_queue(now, now)
 
     @transition(field=status, source=S.RUNNING, target=S.RUNNING)
@@ -242,17 +234,9 @@ class Job(FSMModelMixin, models.Model):
         """``advance`` and ``claim`` in one compare-and-set: the worker that finished a stage goes
         on with the next one itself (same pool), under a fresh lease token, without the job ever
         waiting in the queue."""
-        self.stage = next_stage
+        self._enter_stage(next_stage, progress, skipped)
         self.attempt = 1
         self.attempts_total += 1
-        self.hints = {}
-        self.checkpoint = {}
-        self.processed = None
-        self.total = None
-        self.skipped_stages = skipped
-        self.progress = max(self.progress, progress)
-        self.error_code = ""
-        self.error_message = ""
         self.worker_token = new_token
         self.heartbeat_at = now
         self.lease_expires_at = now + timedelta(seconds=lease)
@@ -343,6 +327,18 @@ class Job(FSMModelMixin, models.Model):
         self._to_queue(now, now)
 
     # --- helpers used by the transitions ------------------------------------------------------
+
+    def _enter_stage(self, stage: str, progress: float, skipped: list[str]) -> None:
+        # The finished stage's checkpoint, counts, hints and error do not carry over.
+        self.stage = stage
+        self.hints = {}
+        self.checkpoint = {}
+        self.processed = None
+        self.total = None
+        self.skipped_stages = skipped
+        self.progress = max(self.progress, progress)
+        self.error_code = ""
+        self.error_message = ""
 
     def _release(self) -> None:
         self.worker_token = None
