@@ -133,8 +133,6 @@ class StageContext:
         self.touch()
 
     def _report_due(self, done: int, total: int | None) -> bool:
-        if (self.job.processed, self.job.total) == (done, total):
-            return False  # already recorded (the claimed copy follows this worker's writes)
         final = total is not None and done >= total
         return final or time.monotonic() - self._last_progress_write >= settings.JOBS_PROGRESS_WRITE_SECONDS
 

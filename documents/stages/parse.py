@@ -24,24 +24,25 @@ def run(ctx: StageContext) -> None:
     total = page_count(path, kind)
     start = int(ctx.checkpoint.get("next_page", 0))
     batch: list[ParsedPage] = []
-    last_flush = time.monotonic()
+    last_flush, written = time.monotonic(), start
     for page in parse(path, kind, start_page=start):
         batch.append(page)
         if len(batch) >= FLUSH_PAGES or time.monotonic() - last_flush >= FLUSH_SECONDS:
-            _flush(ctx, version, batch, total)
+            written = _flush(ctx, version, batch, total)
             batch, last_flush = [], time.monotonic()
         else:
             ctx.touch()
     if batch:
-        _flush(ctx, version, batch, total)
-    else:
-        ctx.progress(total, total)  # nothing left to write (an empty file, or a resume at the end)
+        written = _flush(ctx, version, batch, total)
+    if written != total:  # an empty file, or a resume at the end: the stage's end still counts
+        ctx.progress(total, total)
     pages = Page.objects.filter(version=version)
     if not pages.exclude(text="").exists() and not pages.filter(needs_ocr=True).exists():
         raise StageFailure(EMPTY_INPUT.code, "no page has text and none needs OCR")
 
 
-def _flush(ctx: StageContext, version: DocumentVersion, pages: list[ParsedPage], total: int) -> None:
+def _flush(ctx: StageContext, version: DocumentVersion, pages: list[ParsedPage], total: int) -> int:
+    """Write a batch of pages with its checkpoint and progress; the last page number written."""
     rows = [
         Page(
             version=version,
@@ -55,6 +56,7 @@ def _flush(ctx: StageContext, version: DocumentVersion, pages: list[ParsedPage],
     # Page numbers start at 1: the last page written is also how many are done.
     with ctx.write(checkpoint={"next_page": rows[-1].number}, done=rows[-1].number, total=total):
         Page.objects.bulk_create(rows, ignore_conflicts=True)
+    return rows[-1].number
 
 
 def _structure(page: ParsedPage) -> list[dict[str, object]]:

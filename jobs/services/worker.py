@@ -200,16 +200,15 @@ def job_report_progress(
     value = pipelines.get(kind).progress_at(name, done, total)
     now = timezone.now()
     fence = Q(pk=job_id, worker_token=token, status__in=LEASED)
-    values: dict[str, Any] = {
-        "progress": Greatest(F("progress"), value),
-        "processed": done,
-        "total": total,
-        "updated_at": now,
-    }
-    if checkpoint is not None:
-        values["checkpoint"] = checkpoint
     with transaction.atomic() if not connection.in_atomic_block else nullcontext():
-        if not Job.objects.filter(fence).update(**values):
+        updated = Job.objects.filter(fence).update(
+            progress=Greatest(F("progress"), value),
+            processed=done,
+            total=total,
+            checkpoint=F("checkpoint") if checkpoint is None else checkpoint,
+            updated_at=now,
+        )
+        if not updated:
             raise LeaseLost(job_id=job_id)
         if event:
             window = now - timedelta(seconds=settings.JOBS_PROGRESS_EVENT_SECONDS)
