@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-from django.db import transaction
 from django.utils import timezone
 
 from documents.models import Chunk, ChunkVector, Document, DocumentVersion, IndexEntry, Page
@@ -43,10 +42,8 @@ def version_publish(job: Job) -> None:
     if current is not None:
         DocumentVersion.objects.filter(pk=current.pk).update(superseded_at=now)
         # Its outputs go once this commits; the reaper removes them if this worker dies first.
-        if current.job_id is not None:
-            job_request_cleanup(job_id=current.job_id, from_stage=OUTPUTS_BY_STAGE[0][0])
-        else:
-            transaction.on_commit(lambda: remove_outputs(current.pk, OUTPUTS_BY_STAGE[0][0]))
+        # (A published version was published by its job, and jobs are never deleted.)
+        job_request_cleanup(job_id=current.job_id, from_stage=OUTPUTS_BY_STAGE[0][0])
     Document.objects.filter(pk=document.pk).update(published_version=version)
 
 

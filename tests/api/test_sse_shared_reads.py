@@ -31,6 +31,13 @@ def counting_reads(monkeypatch: pytest.MonkeyPatch, gate: threading.Event | None
     return calls
 
 
+def held_reads(alice: Caller, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, threading.Event, list[Any]]:
+    """A fresh upload's version, and its reads counted and held until the gate opens."""
+    body = alice.uploaded()
+    gate = threading.Event()
+    return DocumentVersion.objects.get(job_id=body["job_id"]).pk, gate, counting_reads(monkeypatch, gate)
+
+
 def test_subscribers_woken_together_share_one_read_and_its_rendering(alice: Caller, monkeypatch):
     body = alice.uploaded()
     version_pk = DocumentVersion.objects.get(job_id=body["job_id"]).pk
@@ -50,10 +57,7 @@ def test_subscribers_woken_together_share_one_read_and_its_rendering(alice: Call
 
 
 def test_a_subscriber_woken_after_a_read_started_reads_again(alice: Caller, monkeypatch):
-    body = alice.uploaded()
-    version_pk = DocumentVersion.objects.get(job_id=body["job_id"]).pk
-    gate = threading.Event()
-    calls = counting_reads(monkeypatch, gate)
+    version_pk, gate, calls = held_reads(alice, monkeypatch)
 
     async def late_wake() -> None:
         reads = sse.SharedReads()
@@ -70,10 +74,7 @@ def test_a_subscriber_woken_after_a_read_started_reads_again(alice: Caller, monk
 
 
 def test_a_subscriber_that_leaves_does_not_cancel_the_read_of_the_others(alice: Caller, monkeypatch):
-    body = alice.uploaded()
-    version_pk = DocumentVersion.objects.get(job_id=body["job_id"]).pk
-    gate = threading.Event()
-    calls = counting_reads(monkeypatch, gate)
+    version_pk, gate, calls = held_reads(alice, monkeypatch)
 
     async def one_leaves() -> Any:
         reads = sse.SharedReads()
