@@ -4,14 +4,18 @@ before they were woken (it may predate the commit that woke them)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import connections
 
 from documents.api import sse
 from documents.models import DocumentVersion
+from jobs.executor import run_stage
+from jobs.services.worker import job_claim
 from tests.api.conftest import Caller, event_ids
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -88,3 +92,44 @@ def test_a_subscriber_that_leaves_does_not_cancel_the_read_of_the_others(alice: 
 
     events, _ = async_to_sync(one_leaves)()
     assert len(calls) == 1 and len(events) == 1
+
+
+def test_a_publish_committing_during_a_read_never_goes_out_with_older_facts(alice: Caller, monkeypatch):
+    # The job runs up to its last stage; the publish then commits from another connection in the
+    # middle of a stream's read (right after the read took the job's status), as a worker would.
+    body = alice.uploaded()
+    version_pk = DocumentVersion.objects.get(job_id=body["job_id"]).pk
+    claim = job_claim(job_id=body["job_id"], worker="test-worker")
+    while claim is not None and claim.job.stage != "indexing":
+        claim = run_stage(claim)
+    assert claim is not None
+    last = event_ids(body["job_id"])[-1]
+    original = sse.job_status
+    published: list[bool] = []
+
+    def publish_elsewhere() -> None:
+        run_stage(claim)
+        connections.close_all()
+
+    def status_then_publish(*args: Any, **kwargs: Any) -> Any:
+        answer = original(*args, **kwargs)
+        if not published:
+            published.append(True)
+            worker = threading.Thread(target=publish_elsewhere)
+            worker.start()
+            worker.join()
+        return answer
+
+    monkeypatch.setattr(sse, "job_status", status_then_publish)
+    sent: list[tuple[int, str]] = []
+    done = False
+    while not done:
+        events, done = sse._events_after(version_pk, last)
+        sent += events
+        last = events[-1][0] if events else last
+    assert published
+    final = json.loads(sent[-1][1].split("data: ", 1)[1])
+    status = alice.client.get(body["status_url"]).json()
+    assert final["state"] == status["state"] == "ready"
+    assert final["finished_at"] == status["finished_at"] is not None
+    assert final["published_at"] == status["published_at"] is not None
