@@ -19,8 +19,9 @@ from django.db import IntegrityError
 from django.db.models import Q
 from django.utils import timezone
 
+from documents.causes import EMBEDDING_RATE_LIMITED
 from documents.models import ProviderSlot
-from jobs.errors import EMBEDDING_RATE_LIMITED, StageFailure
+from jobs.errors import StageFailure
 
 
 class DatabaseLimiter:

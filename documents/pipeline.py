@@ -1,58 +1,105 @@
-"""The document pipeline, registered with the job engine from outside it."""
+"""The document ingestion job kind, registered with the job engine from outside it.
+
+Everything that is this kind's own lives in this bundle: the stages with their weights,
+deadlines and units, the combined state words (``parse_failed`` ...), the failure causes with
+their user messages (``documents/causes.py``), and the publish and cleanup hooks. Handlers are
+imported when a stage first runs, so that reading the bundle (state words, labels) stays cheap
+and free of import cycles.
+"""
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from documents import causes
 from jobs import pipelines
-from jobs.errors import Cause, UserAction, register_cause
-from jobs.pipelines import Pipeline, Stage
-from jobs.retry import RetryRule
+from jobs.pipelines import Handler, Pipeline, Stage
+
+if TYPE_CHECKING:
+    from jobs.context import StageContext
+    from jobs.models import Job
 
 KIND = "document.ingest"
 
-SUPERSEDED = register_cause(
-    Cause(
-        "superseded",
-        "A newer version of this document was published first, so this version was not published.",
-        UserAction.REUPLOAD,
-        transient=False,
-        user_retryable=False,
-        rule=RetryRule(max_attempts=1),
-    )
+
+def _stage(module: str) -> Handler:
+    def run(ctx: StageContext) -> Any:
+        return import_module(f"documents.stages.{module}").run(ctx)
+
+    run.__qualname__ = run.__name__ = f"{module}.run"
+    return run
+
+
+def _publish(job: Job) -> None:
+    from documents.services.publish import version_publish
+
+    version_publish(job)
+
+
+def _cleanup(job: Job, from_stage: str) -> None:
+    from documents.services.publish import version_cleanup
+
+    version_cleanup(job, from_stage)
+
+
+PIPELINE = Pipeline(
+    kind=KIND,
+    label="Document ingestion",
+    stages=(
+        Stage(
+            "parsing",
+            _stage("parse"),
+            weight=20,
+            label="Parsing",
+            unit="pages",
+            deadline=120,
+            timeout_cause=causes.PARSE_TIMEOUT.code,
+            failed_word="parse_failed",
+        ),
+        Stage(
+            "ocr",
+            _stage("ocr"),
+            weight=25,
+            label="OCR",
+            unit="pages",
+            deadline=300,
+            timeout_cause=causes.OCR_TIMEOUT.code,
+            failed_word="ocr_failed",
+        ),
+        Stage(
+            "chunking",
+            _stage("chunk"),
+            weight=15,
+            label="Chunking",
+            unit="chunks",
+            deadline=120,
+            failed_word="chunk_failed",
+        ),
+        Stage(
+            "embedding",
+            _stage("embed"),
+            weight=25,
+            label="Embedding",
+            unit="batches",
+            deadline=300,
+            failed_word="embedding_failed",
+        ),
+        Stage(
+            "indexing",
+            _stage("index"),
+            weight=15,
+            label="Indexing",
+            unit="batches",
+            deadline=120,
+            failed_word="index_failed",
+        ),
+    ),
+    publish=_publish,
+    cleanup=_cleanup,
+    causes=causes.ALL,
 )
 
 
 def register() -> Pipeline:
-    from documents.services.publish import version_cleanup, version_publish
-    from documents.stages import chunk, embed, index, ocr, parse
-
-    return pipelines.register(
-        Pipeline(
-            kind=KIND,
-            label="Document ingestion",
-            stages=(
-                Stage(
-                    "parsing",
-                    parse.run,
-                    weight=20,
-                    label="Parsing",
-                    unit="pages",
-                    deadline=120,
-                    timeout_cause="parse_timeout",
-                ),
-                Stage(
-                    "ocr",
-                    ocr.run,
-                    weight=25,
-                    label="OCR",
-                    unit="pages",
-                    deadline=300,
-                    timeout_cause="ocr_timeout",
-                ),
-                Stage("chunking", chunk.run, weight=15, label="Chunking", unit="chunks", deadline=120),
-                Stage("embedding", embed.run, weight=25, label="Embedding", unit="batches", deadline=300),
-                Stage("indexing", index.run, weight=15, label="Indexing", unit="batches", deadline=120),
-            ),
-            publish=version_publish,
-            cleanup=version_cleanup,
-        )
-    )
+    return pipelines.register(PIPELINE)

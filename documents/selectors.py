@@ -12,34 +12,13 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from documents.models import Document, DocumentVersion, Membership, Tenant
+from documents.pipeline import PIPELINE
 from jobs.models import Job, Status
 from jobs.selectors import JobView, job_view
 
-STATE_WORDS = [
-    "uploaded",
-    "queued",
-    "parsing",
-    "ocr",
-    "chunking",
-    "embedding",
-    "indexing",
-    "ready",
-    "parse_failed",
-    "ocr_failed",
-    "chunk_failed",
-    "embedding_failed",
-    "index_failed",
-    "cancel_requested",
-    "cancelled",
-    "stalled",
-]
-_FAILED_STAGE = {
-    "parse_failed": "parsing",
-    "ocr_failed": "ocr",
-    "chunk_failed": "chunking",
-    "embedding_failed": "embedding",
-    "index_failed": "indexing",
-}
+# The combined words a document's state can show, from the job kind's own bundle.
+STATE_WORDS = PIPELINE.state_words
+_RUNNING_WORDS = {stage.name for stage in PIPELINE.stages}
 
 
 _TENANT = "_documents_tenant"
@@ -92,9 +71,10 @@ def access_version_by_job(tenant: Tenant, document_id: Any, job_id: Any) -> Docu
 def state_filter(word: str) -> Q:
     """Documents whose latest version's job is in the combined state ``word``."""
     prefix = "latest_version__job__"
-    if word in _FAILED_STAGE:
-        return Q(**{f"{prefix}status": Status.FAILED, f"{prefix}stage": _FAILED_STAGE[word]})
-    if word in ("parsing", "ocr", "chunking", "embedding", "indexing"):
+    failed_at = PIPELINE.failed_stage(word)
+    if failed_at is not None:
+        return Q(**{f"{prefix}status": Status.FAILED, f"{prefix}stage": failed_at})
+    if word in _RUNNING_WORDS:
         return Q(**{f"{prefix}status": Status.RUNNING, f"{prefix}stage": word})
     return Q(**{f"{prefix}status": word})
 

@@ -94,7 +94,7 @@ class StageContext:
             raise CancelRequested()
 
     def progress(self, done: int, total: int | None = None) -> None:
-        """Report ``done`` of ``total`` units (pages, chunks, batches) of this stage.
+        """Report ``done`` of ``total`` units (items, batches) of this stage.
 
         Writes are throttled; the last unit (``done == total``) is always written.
         """

@@ -2,8 +2,11 @@
 
 A cause carries everything the platform needs to react to a failure: whether it is transient,
 the user-safe message and suggested action, whether a user may retry, and the default retry
-rule. Operators see the full detail on the stage run; users only ever see ``user_message``.
-Apps may register more causes with :func:`register_cause`; the engine knows these defaults.
+rule. Operators see the full detail on the stage run; users only ever see ``user_message``
+(English, marked with ``_`` so that makemessages collects it and pages show it translated).
+
+The engine knows only generic causes (a lost worker, a timeout, an internal error, the
+database, a quota). Each job kind registers its own with its pipeline (``Pipeline.causes``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,13 @@ import enum
 from dataclasses import dataclass, field
 
 from jobs.retry import RetryRule
+
+
+def _(message: str) -> str:
+    """Mark ``message`` for translation (makemessages collects ``_``) and return it unchanged:
+    Django's ``gettext_noop`` would need settings, and embedders, parsers and sandboxed readers
+    import this module without them."""
+    return message
 
 
 class UserAction(enum.StrEnum):
@@ -52,164 +62,54 @@ def all_causes() -> list[Cause]:
 
 _NO_RETRY = RetryRule(max_attempts=1)
 
-UNSUPPORTED_INPUT = register_cause(
-    Cause(
-        "unsupported_input",
-        "This file type is not supported. Upload a PDF, DOCX, HTML, Markdown, text or image file.",
-        UserAction.REUPLOAD,
-        transient=False,
-        user_retryable=False,
-        rule=_NO_RETRY,
-    )
-)
-CORRUPT_INPUT = register_cause(
-    Cause(
-        "corrupt_input",
-        "The file is damaged and could not be read. Upload an intact copy.",
-        UserAction.REUPLOAD,
-        transient=False,
-        user_retryable=False,
-        rule=_NO_RETRY,
-    )
-)
-ENCRYPTED_INPUT = register_cause(
-    Cause(
-        "encrypted_input",
-        "The file is password-protected. Remove the password and upload it again.",
-        UserAction.REUPLOAD,
-        transient=False,
-        user_retryable=False,
-        rule=_NO_RETRY,
-    )
-)
-EMPTY_INPUT = register_cause(
-    Cause(
-        "empty_input",
-        "The file contains no readable text. Upload a file with content.",
-        UserAction.REUPLOAD,
-        transient=False,
-        user_retryable=False,
-        rule=_NO_RETRY,
-    )
-)
-PARSE_TIMEOUT = register_cause(
-    Cause(
-        "parse_timeout",
-        "Reading the file took too long. It was retried; an operator has been told.",
-        UserAction.CONTACT_OPERATOR,
-        transient=True,
-        user_retryable=True,
-        rule=RetryRule(max_attempts=2, base_delay=5),
-    )
-)
-OCR_TIMEOUT = register_cause(
-    Cause(
-        "ocr_timeout",
-        "Text recognition took too long. It was retried with smaller batches and another engine.",
-        UserAction.RETRY,
-        transient=True,
-        user_retryable=True,
-        rule=RetryRule(
-            max_attempts=3,
-            base_delay=2,
-            adjustments=({"batch_size": "halve"}, {"ocr_engine": "alternative"}),
-        ),
-    )
-)
-OCR_ENGINE_UNAVAILABLE = register_cause(
-    Cause(
-        "ocr_engine_unavailable",
-        "Text recognition is temporarily unavailable. Processing will continue automatically.",
-        UserAction.WAIT,
-        transient=True,
-        user_retryable=True,
-        rule=RetryRule(max_attempts=6, base_delay=10, max_delay=300),
-    )
-)
-EMBEDDING_RATE_LIMITED = register_cause(
-    Cause(
-        "embedding_rate_limited",
-        "The embedding service is busy. Processing will continue automatically.",
-        UserAction.WAIT,
-        transient=True,
-        user_retryable=True,
-        rule=RetryRule(max_attempts=10, base_delay=2, max_delay=300),
-    )
-)
-EMBEDDING_PROVIDER_DOWN = register_cause(
-    Cause(
-        "embedding_provider_down",
-        "The embedding service is unreachable. Processing will continue automatically.",
-        UserAction.WAIT,
-        transient=True,
-        user_retryable=True,
-        rule=RetryRule(max_attempts=6, base_delay=5, max_delay=300),
-    )
-)
-EMBEDDING_AUTH = register_cause(
-    Cause(
-        "embedding_auth",
-        "The embedding service refused our credentials. An operator must fix this.",
-        UserAction.CONTACT_OPERATOR,
-        transient=False,
-        user_retryable=False,
-        rule=_NO_RETRY,
-    )
-)
-INDEX_WRITE_FAILED = register_cause(
-    Cause(
-        "index_write_failed",
-        "Saving to the search index failed. Processing will continue automatically.",
-        UserAction.WAIT,
-        transient=True,
-        user_retryable=True,
-        rule=RetryRule(max_attempts=5, base_delay=2, max_delay=60),
-    )
-)
 WORKER_LOST = register_cause(
     Cause(
         "worker_lost",
-        "The worker processing this file stopped responding. An operator has been told.",
+        _("The worker processing this job stopped responding. An operator has been told."),
         UserAction.CONTACT_OPERATOR,
         transient=True,
         user_retryable=True,
         rule=RetryRule(max_attempts=3),
     )
 )
+
 STAGE_TIMEOUT = register_cause(
     Cause(
         "stage_timeout",
-        "This step made no progress for too long. It was retried; an operator has been told.",
+        _("This step made no progress for too long. It was retried; an operator has been told."),
         UserAction.CONTACT_OPERATOR,
         transient=True,
         user_retryable=True,
         rule=RetryRule(max_attempts=2, base_delay=5),
     )
 )
+
 INTERNAL_ERROR = register_cause(
     Cause(
         "internal_error",
-        "Something went wrong on our side. It was retried; an operator has been told.",
+        _("Something went wrong on our side. It was retried; an operator has been told."),
         UserAction.CONTACT_OPERATOR,
         transient=True,
         user_retryable=True,
         rule=RetryRule(max_attempts=3, base_delay=5, max_delay=120),
     )
 )
+
 DATABASE_UNAVAILABLE = register_cause(
     Cause(
         "database_unavailable",
-        "A temporary problem interrupted processing. It will continue automatically.",
+        _("A temporary problem interrupted processing. It will continue automatically."),
         UserAction.WAIT,
         transient=True,
         user_retryable=True,
         rule=RetryRule(max_attempts=8, base_delay=2, max_delay=60),
     )
 )
+
 QUOTA_EXCEEDED = register_cause(
     Cause(
         "quota_exceeded",
-        "Your workspace has too many documents waiting. Try again when some have finished.",
+        _("Your workspace has too many jobs waiting. Try again when some have finished."),
         UserAction.WAIT,
         transient=True,
         user_retryable=False,

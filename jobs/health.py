@@ -9,6 +9,9 @@ stage durations (median and p95) over the last day. Reads are bounded (``SAMPLE_
 percentile, ``TENANT_LIMIT`` tenants) so a scrape on a busy day stays cheap.
 """
 
+# long-module: one snapshot of every figure the health page and /metrics show, so both read the
+# same queries; splitting it would split figures that must agree.
+
 from __future__ import annotations
 
 import math
@@ -322,7 +325,7 @@ def tenant_loads(limit: int | None = None) -> tuple[list[TenantLoad], TenantLoad
 
     The rest are summed into one ``__other__`` row so totals still add up (and a metrics label
     never takes more than ``limit + 1`` values). Waiting counts uploaded and queued, as the
-    upload quota does.
+    queue quota does.
     """
     limit = TENANT_LIMIT if limit is None else limit
     waiting = [Status.UPLOADED, Status.QUEUED]

@@ -6,6 +6,9 @@ compare-and-set UPDATE on ``version`` (and the lease token where a worker acts),
 and schedules side effects. Never ``save()`` a job.
 """
 
+# long-module: the state graph, its constraints and the audit predicates belong together: the design
+# keeps the graph in one place, and the indexes are defined from the same predicates.
+
 from __future__ import annotations
 
 import uuid
@@ -362,30 +365,12 @@ class Job(FSMModelMixin, models.Model):
 
     # --- read helpers -------------------------------------------------------------------------
 
-    @property
-    def is_finished(self) -> bool:
-        return self.status in FINISHED
-
     def state_word(self) -> str:
-        """The combined word users know: ``ocr``, ``embedding_failed``, ``ready`` ..."""
-        return state_word(self.status, self.stage)
+        """The combined word users know (a running stage, a stage's failure word, ``ready`` ...):
+        the job kind's own vocabulary, registered with its pipeline."""
+        from jobs import pipelines
 
-
-_FAILED_WORDS = {
-    "parsing": "parse_failed",
-    "ocr": "ocr_failed",
-    "chunking": "chunk_failed",
-    "embedding": "embedding_failed",
-    "indexing": "index_failed",
-}
-
-
-def state_word(status: str, stage: str) -> str:
-    if status == S.RUNNING:
-        return stage
-    if status == S.FAILED:
-        return _FAILED_WORDS.get(stage, f"{stage}_failed")
-    return str(status)
+        return pipelines.get(self.kind).state_word(self.status, self.stage)
 
 
 class StageRun(models.Model):

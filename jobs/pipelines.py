@@ -1,10 +1,13 @@
-"""The pipeline registry: an app declares a job kind as ordered stages.
+"""The job-kind registry: an app declares a kind of job as one bundle.
 
-The engine knows nothing about what a stage does. An app registers a :class:`Pipeline` (in its
-``AppConfig.ready``) with handlers, weights, deadlines, resumability and retry rules, plus hooks
-for publishing (inside the short transaction that sets ``ready``; it may raise to refuse) and
-for cleanup (after a cancel or a failure: remove the unpublished outputs of the given stage and
-every later one; it must be idempotent).
+The engine knows nothing about what a stage does, nor the words a kind's users read. An app
+registers a :class:`Pipeline` (in its ``AppConfig.ready``) holding everything that is the kind's
+own: ordered stages with handlers, weights, deadlines, resumability and retry rules, the
+combined state words (a running stage's name, its failure word), the failure causes with their
+user messages, and hooks for publishing (inside the short transaction that sets ``ready``; it
+may raise to refuse) and for cleanup (after a cancel or a failure: remove the unpublished
+outputs of the given stage and every later one; it must be idempotent). ``jobs/`` itself holds
+only generic causes.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobs import progress as progress_math
-from jobs.errors import get_cause
+from jobs.errors import Cause, get_cause, register_cause
 from jobs.retry import RetryRule
 
 if TYPE_CHECKING:
@@ -35,7 +38,9 @@ class Stage:
     stages restart from their checkpoint, so a lost worker's job may be recovered
     automatically. ``retry`` overrides the taxonomy's default rule per cause code.
     ``pool`` names the workers a stage needs; consecutive stages of one pool run in one task.
-    ``unit`` names what ``progress(done, total)`` counts ("pages", "chunks") for display.
+    ``unit`` names what ``progress(done, total)`` counts ("items", "batches") for display.
+    ``failed_word`` is the combined state word of a job that failed here (``<name>_failed`` when
+    empty); while the stage runs, the word is its ``name``.
     """
 
     name: str
@@ -48,6 +53,7 @@ class Stage:
     pool: str = "default"
     timeout_cause: str = "stage_timeout"
     unit: str = ""
+    failed_word: str = ""
 
     def rule_for(self, cause_code: str) -> RetryRule:
         return self.retry.get(cause_code) or get_cause(cause_code).rule
@@ -60,6 +66,7 @@ class Pipeline:
     publish: JobHook | None = None
     cleanup: CleanupHook | None = None
     label: str = ""
+    causes: tuple[Cause, ...] = ()
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.stages]
@@ -87,6 +94,27 @@ class Pipeline:
         i = self.index(stage_name) + 1
         return self.stages[i] if i < len(self.stages) else None
 
+    def state_word(self, status: str, stage_name: str) -> str:
+        """The combined word users know: the stage while running, ``<stage>_failed`` words when
+        failed at it, the status otherwise (``queued``, ``ready``, ``stalled`` ...)."""
+        if status == "running":
+            return stage_name
+        if status == "failed":
+            stage = next((s for s in self.stages if s.name == stage_name), None)
+            return (stage.failed_word if stage else "") or f"{stage_name}_failed"
+        return status
+
+    @property
+    def state_words(self) -> list[str]:
+        """Every combined word a job of this kind can show, in the order a person reads them."""
+        failed = [self.state_word("failed", s.name) for s in self.stages]
+        running = [s.name for s in self.stages]
+        return ["uploaded", "queued", *running, "ready", *failed, "cancel_requested", "cancelled", "stalled"]
+
+    def failed_stage(self, word: str) -> str | None:
+        """The stage whose failure ``word`` names, if it is one."""
+        return next((s.name for s in self.stages if self.state_word("failed", s.name) == word), None)
+
     def progress_at(self, stage_name: str, done: int | None = None, total: int | None = None) -> float:
         return progress_math.overall(self.weights, self.index(stage_name), done, total)
 
@@ -95,7 +123,9 @@ _REGISTRY: dict[str, Pipeline] = {}
 
 
 def register(pipeline: Pipeline) -> Pipeline:
-    """Register (or replace, for tests) the pipeline for ``pipeline.kind``."""
+    """Register (or replace, for tests) the pipeline for ``pipeline.kind``, with its causes."""
+    for cause in pipeline.causes:
+        register_cause(cause)
     _REGISTRY[pipeline.kind] = pipeline
     return pipeline
 

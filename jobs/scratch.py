@@ -4,7 +4,7 @@ A stage's private temp directory is removed when the stage ends, but not when it
 SIGKILLed or the machine loses power. Temp directories live on the worker's own machine, so each
 machine's workers sweep their own: a ``job-<id>-...`` directory whose job is no longer leased to
 a live process of this machine is removed. Pipelines may register other leftovers by name pattern
-with an age past which no live run can still use them (an OCR engine's temp files, say).
+with an age past which no live run can still use them (a native engine's temp files, say).
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ concurrent calls per provider through a :class:`ConcurrencyLimiter`, which a dep
 the database so the bound holds across all worker processes.
 """
 
+# long-module: the embedder protocol and its three backends (hashing, HTTP, local model), each
+# small; they share the normalisation and the failure classification.
+
 from __future__ import annotations
 
 import hashlib
@@ -33,7 +36,8 @@ import numpy.typing as npt
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from jobs.errors import EMBEDDING_AUTH, EMBEDDING_PROVIDER_DOWN, EMBEDDING_RATE_LIMITED, StageFailure
+from documents.causes import EMBEDDING_AUTH, EMBEDDING_PROVIDER_DOWN, EMBEDDING_RATE_LIMITED
+from jobs.errors import StageFailure
 
 Vectors = npt.NDArray[np.float32]
 

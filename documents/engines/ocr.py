@@ -26,7 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 from django.conf import settings
 from PIL import Image
 
-from jobs.errors import OCR_ENGINE_UNAVAILABLE, OCR_TIMEOUT, StageFailure
+from documents.causes import OCR_ENGINE_UNAVAILABLE, OCR_TIMEOUT
+from jobs.errors import StageFailure
 
 TESSERACT = "tesseract"
 RAPIDOCR = "rapidocr"

@@ -6,12 +6,11 @@ import uuid
 
 from django.utils import timezone
 
+from documents.causes import SUPERSEDED
 from documents.models import Chunk, ChunkVector, Document, DocumentVersion, IndexEntry, Page
 from jobs.errors import StageFailure
 from jobs.models import Job
 from jobs.services.cleanup import job_request_cleanup
-
-SUPERSEDED = "superseded"
 
 # Which stage writes which outputs, in pipeline order: cleanup from a stage removes that stage's
 # outputs and every later one's.
@@ -36,7 +35,8 @@ def version_publish(job: Job) -> None:
     document = Document.objects.select_for_update().get(pk=version.document_id)
     current = document.published_version
     if current is not None and current.number > version.number:
-        raise StageFailure(SUPERSEDED, f"v{current.number} is already published; v{version.number} is not")
+        detail = f"v{current.number} is already published; v{version.number} is not"
+        raise StageFailure(SUPERSEDED.code, detail)
     now = timezone.now()
     DocumentVersion.objects.filter(pk=version.pk).update(published_at=now)
     if current is not None:
@@ -51,7 +51,7 @@ def version_cleanup(job: Job, from_stage: str) -> None:
     """The pipeline's cleanup hook after a cancel or a failure, or after a newer version replaced
     a published one: idempotent, never touches a published version. A superseded version can
     never publish, so all of its outputs go."""
-    if job.error_code == SUPERSEDED:
+    if job.error_code == SUPERSEDED.code:
         from_stage = OUTPUTS_BY_STAGE[0][0]
     remove_outputs(job.payload["version_id"], from_stage)
 

@@ -6,11 +6,12 @@ import uuid
 
 from django.conf import settings
 
+from documents.causes import EMPTY_INPUT
 from documents.engines.chunking import Block, ChunkInputPage, chunk_pages
 from documents.models import Chunk, Page
 from documents.stages.common import version_of
 from jobs.context import StageContext
-from jobs.errors import EMPTY_INPUT, StageFailure
+from jobs.errors import StageFailure
 
 
 def input_pages(version_id: uuid.UUID) -> list[ChunkInputPage]:

@@ -12,11 +12,12 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
+from documents.causes import EMPTY_INPUT, INDEX_WRITE_FAILED
 from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
 from documents.search import search
 from documents.stages.common import version_of
 from jobs.context import StageContext
-from jobs.errors import EMPTY_INPUT, INDEX_WRITE_FAILED, StageFailure
+from jobs.errors import StageFailure
 
 # Each batch copies its vectors inside the database: they never travel through this process.
 COPY_BATCH = """

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 
+from documents.causes import EMPTY_INPUT
 from documents.engines.parsing import ParsedPage, page_count, parse
 from documents.engines.sniff import Kind
 from documents.models import DocumentVersion, Page
 from documents.stages.common import local_file, version_of
 from jobs.context import StageContext
-from jobs.errors import EMPTY_INPUT, StageFailure
+from jobs.errors import StageFailure
 
 # Pages are written in batches: every FLUSH_PAGES pages or FLUSH_SECONDS, whichever comes first,
 # so a fast text PDF is not slowed by a write per page and a slow one still checkpoints often.

@@ -1,10 +1,12 @@
 """The words users see for a job's status, in their language.
 
 The API and the status JSON keep English codes (``embedding_failed``, ``reupload``); pages map
-those codes to translated text here, and only here: the templates use the filters below and the
-document page's script gets the same texts through :func:`js_catalog`, so a live update and a
-server render never say different things. Unknown codes fall back to the code itself (or, for
-failure causes, to the user-safe English message the status JSON carries).
+those codes to translated text here, and only here (a failure cause's message is the one its job
+kind registered, in ``documents/causes.py`` or ``jobs/errors.py``, translated): the templates use
+the filters below and the document page's script gets the same texts through
+:func:`js_catalog`, so a live update and a server render never say different things. Unknown
+codes fall back to the code itself (or, for failure causes, to the user-safe English message
+the status JSON carries).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from django.utils.dateparse import parse_datetime
 from django.utils.functional import Promise
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import pgettext_lazy
+
+from jobs.errors import all_causes
 
 register = template.Library()
 
@@ -66,36 +70,6 @@ COUNTS: dict[str, Promise] = {
     "chunks": _("%(processed)s of %(total)s chunks"),
     "batches": _("%(processed)s of %(total)s batches"),
     "": _("%(processed)s of %(total)s"),
-}
-
-# The user messages of jobs/errors.py and documents/pipeline.py, by cause code.
-CAUSES: dict[str, Promise] = {
-    "unsupported_input": _(
-        "This file type is not supported. Upload a PDF, DOCX, HTML, Markdown, text or image file."
-    ),
-    "corrupt_input": _("The file is damaged and could not be read. Upload an intact copy."),
-    "encrypted_input": _("The file is password-protected. Remove the password and upload it again."),
-    "empty_input": _("The file contains no readable text. Upload a file with content."),
-    "parse_timeout": _("Reading the file took too long. It was retried; an operator has been told."),
-    "ocr_timeout": _(
-        "Text recognition took too long. It was retried with smaller batches and another engine."
-    ),
-    "ocr_engine_unavailable": _(
-        "Text recognition is temporarily unavailable. Processing will continue automatically."
-    ),
-    "embedding_rate_limited": _("The embedding service is busy. Processing will continue automatically."),
-    "embedding_provider_down": _(
-        "The embedding service is unreachable. Processing will continue automatically."
-    ),
-    "embedding_auth": _("The embedding service refused our credentials. An operator must fix this."),
-    "index_write_failed": _("Saving to the search index failed. Processing will continue automatically."),
-    "worker_lost": _("The worker processing this file stopped responding. An operator has been told."),
-    "stage_timeout": _("This step made no progress for too long. It was retried; an operator has been told."),
-    "internal_error": _("Something went wrong on our side. It was retried; an operator has been told."),
-    "quota_exceeded": _("Your workspace has too many documents waiting. Try again when some have finished."),
-    "superseded": _(
-        "A newer version of this document was published first, so this version was not published."
-    ),
 }
 
 ACTIONS: dict[str, Promise] = {
@@ -154,8 +128,8 @@ def cause_message(error: dict[str, Any] | None) -> str:
     """The user-safe message of a status JSON ``error``, translated by its cause code."""
     if not error:
         return ""
-    known = CAUSES.get(error.get("code", ""))
-    return str(known) if known is not None else str(error.get("message", ""))
+    known = {cause.code: cause for cause in all_causes()}.get(error.get("code", ""))
+    return gettext(known.user_message) if known is not None else str(error.get("message", ""))
 
 
 @register.filter
@@ -218,7 +192,7 @@ def js_catalog() -> dict[str, Any]:
         "stages": texts(STAGES),
         "stageStates": texts(STAGE_STATES),
         "counts": texts(COUNTS),
-        "causes": texts(CAUSES),
+        "causes": {cause.code: gettext(cause.user_message) for cause in all_causes()},
         "actions": texts(ACTIONS),
         "roles": texts(ROLES),
         "stageLine": str(STAGE_LINE),

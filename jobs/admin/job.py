@@ -89,7 +89,7 @@ class JobAdmin(JobReadOnlyMixin, OperatorActionsMixin):
         QueuedLongerThanFilter,
     )
     search_fields = ("subject_id",)  # shows the box; get_search_results does the matching
-    search_help_text = "A job id (or its first 8+ hex digits), a document id (subject) or a tenant key."
+    search_help_text = "A job id (or its first 8+ hex digits), a subject id or a tenant key."
     list_per_page = 50
     ordering = ("-created_at",)
     empty_value_display = display.DASH
@@ -143,7 +143,7 @@ class JobAdmin(JobReadOnlyMixin, OperatorActionsMixin):
     @admin.display(description="status / state", ordering="status")
     def status_column(self, job: Job) -> str:
         """The status, and the state word users see where it says more than the status and the
-        stage columns already do (``ocr_failed``)."""
+        stage columns already do (a stage's failure word)."""
         word = job.state_word()
         if word in (job.status, job.stage):
             return status_badge(job)

@@ -1,9 +1,9 @@
 """What the apps that own job kinds contribute to the operator console.
 
-The engine knows nothing about documents (or any other subject), so an app registers, for its
-own job kind, the links from a job to its subject's admin pages and the retry variants its
-handlers understand (e.g. the document pipeline's OCR stage reads ``batch_size`` and
-``ocr_engine`` hints). The jobs admin only asks this registry.
+The engine knows nothing about the subjects of jobs, so an app registers, for its own job kind,
+the links from a job to its subject's admin pages and the retry variants its handlers
+understand (hints a stage reads, such as a smaller batch). The jobs admin only asks this
+registry.
 """
 
 from __future__ import annotations

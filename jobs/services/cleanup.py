@@ -37,7 +37,7 @@ def job_run_cleanup(*, job_id: Any) -> bool:
 
 def job_request_cleanup(*, job_id: Any, from_stage: str) -> None:
     """Have a ready job's outputs from ``from_stage`` on removed: its subject was replaced (a
-    newer version of a document published over it).
+    newer version of the subject was published over it).
 
     Call it inside the transaction that replaces the subject: the pending marker commits with
     it, the pipeline's cleanup hook runs after the commit, and the reaper runs it if this

@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from jobs.errors import EMBEDDING_AUTH, EMBEDDING_RATE_LIMITED, OCR_TIMEOUT, PARSE_TIMEOUT, get_cause
+from documents.causes import EMBEDDING_AUTH, EMBEDDING_RATE_LIMITED, OCR_TIMEOUT, PARSE_TIMEOUT
+from jobs.errors import get_cause
 from jobs.retry import RetryRule, backoff_delay, decide
 
 

@@ -126,7 +126,7 @@ def test_retry_queues_a_failed_job_again_where_the_cause_allows(alice: Member):
     result = failed_retryable(alice)
     body = html(alice.client.get(detail_url(result)))
     assert not hidden(body, 'data-action="retry"')
-    assert "The worker processing this file stopped responding." in body
+    assert "The worker processing this job stopped responding." in body
     assert "Contact your operator" in body
     response = alice.client.post(job_url(result, "retry"))
     assert response.status_code == 303

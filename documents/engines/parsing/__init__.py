@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from documents.causes import EMPTY_INPUT
 from documents.engines.parsing.blocks import Block, BlockKind, ParsedDocument, ParsedPage, StrPath
 from documents.engines.parsing.images import image_frame_count, iter_image_pages, render_image_page
 from documents.engines.parsing.markup import html_blocks, markdown_blocks, paragraph_blocks, read_text
@@ -24,7 +25,7 @@ from documents.engines.parsing.pdf import (
 )
 from documents.engines.parsing.word import parse_docx
 from documents.engines.sniff import Kind
-from jobs.errors import EMPTY_INPUT, StageFailure
+from jobs.errors import StageFailure
 
 __all__ = [
     "Block",

@@ -8,8 +8,9 @@ from contextlib import contextmanager
 
 from PIL import Image, ImageOps
 
+from documents.causes import CORRUPT_INPUT, UNSUPPORTED_INPUT
 from documents.engines.parsing.blocks import ParsedPage, StrPath
-from jobs.errors import CORRUPT_INPUT, UNSUPPORTED_INPUT, StageFailure
+from jobs.errors import StageFailure
 
 MAX_IMAGE_PIXELS = 80_000_000
 _IMAGE_FORMATS = ["PNG", "JPEG", "TIFF"]

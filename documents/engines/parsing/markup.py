@@ -8,9 +8,10 @@ from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from documents.causes import CORRUPT_INPUT
 from documents.engines.parsing.blocks import Block, StrPath
 from documents.engines.sniff import decode_text
-from jobs.errors import CORRUPT_INPUT, StageFailure
+from jobs.errors import StageFailure
 
 # --- HTML --------------------------------------------------------------------------------------
 

@@ -11,9 +11,10 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_raw
 from PIL import Image
 
+from documents.causes import CORRUPT_INPUT, EMPTY_INPUT, ENCRYPTED_INPUT
 from documents.engines.parsing.blocks import ParsedPage, StrPath
 from documents.engines.parsing.markup import paragraph_blocks
-from jobs.errors import CORRUPT_INPUT, EMPTY_INPUT, ENCRYPTED_INPUT, StageFailure
+from jobs.errors import StageFailure
 
 _PDFIUM_PASSWORD = 4
 _PDFIUM_SECURITY = 5  # an encryption scheme PDFium does not support

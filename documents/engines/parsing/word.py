@@ -13,10 +13,11 @@ from docx.opc.exceptions import PackageNotFoundError
 from docx.table import Table, _Cell
 from docx.text.paragraph import Paragraph
 
+from documents.causes import CORRUPT_INPUT, EMPTY_INPUT, ENCRYPTED_INPUT, UNSUPPORTED_INPUT
 from documents.engines.parsing.blocks import Block, ParsedDocument, ParsedPage, StrPath
 from documents.engines.sniff import Kind
 from documents.engines.validation import ArchiveProblem, DocxArchiveRejected, check_docx_archive
-from jobs.errors import CORRUPT_INPUT, EMPTY_INPUT, ENCRYPTED_INPUT, UNSUPPORTED_INPUT, StageFailure
+from jobs.errors import StageFailure
 
 _DOCX_CAUSES = {
     ArchiveProblem.NOT_A_ZIP: CORRUPT_INPUT.code,

@@ -1,0 +1,130 @@
+"""The failure causes of document ingestion, with their user messages and retry rules.
+
+They are registered with the document pipeline (``documents/pipeline.py``); the engine itself
+knows only generic causes (``jobs/errors.py``). Messages are English and marked for
+translation: the status JSON carries them as they are, the pages show them translated.
+"""
+
+from __future__ import annotations
+
+from jobs.errors import Cause, UserAction
+from jobs.errors import _ as _
+from jobs.retry import RetryRule
+
+_NO_RETRY = RetryRule(max_attempts=1)
+
+UNSUPPORTED_INPUT = Cause(
+    "unsupported_input",
+    _("This file type is not supported. Upload a PDF, DOCX, HTML, Markdown, text or image file."),
+    UserAction.REUPLOAD,
+    transient=False,
+    user_retryable=False,
+    rule=_NO_RETRY,
+)
+CORRUPT_INPUT = Cause(
+    "corrupt_input",
+    _("The file is damaged and could not be read. Upload an intact copy."),
+    UserAction.REUPLOAD,
+    transient=False,
+    user_retryable=False,
+    rule=_NO_RETRY,
+)
+ENCRYPTED_INPUT = Cause(
+    "encrypted_input",
+    _("The file is password-protected. Remove the password and upload it again."),
+    UserAction.REUPLOAD,
+    transient=False,
+    user_retryable=False,
+    rule=_NO_RETRY,
+)
+EMPTY_INPUT = Cause(
+    "empty_input",
+    _("The file contains no readable text. Upload a file with content."),
+    UserAction.REUPLOAD,
+    transient=False,
+    user_retryable=False,
+    rule=_NO_RETRY,
+)
+PARSE_TIMEOUT = Cause(
+    "parse_timeout",
+    _("Reading the file took too long. It was retried; an operator has been told."),
+    UserAction.CONTACT_OPERATOR,
+    transient=True,
+    user_retryable=True,
+    rule=RetryRule(max_attempts=2, base_delay=5),
+)
+OCR_TIMEOUT = Cause(
+    "ocr_timeout",
+    _("Text recognition took too long. It was retried with smaller batches and another engine."),
+    UserAction.RETRY,
+    transient=True,
+    user_retryable=True,
+    rule=RetryRule(
+        max_attempts=3,
+        base_delay=2,
+        adjustments=({"batch_size": "halve"}, {"ocr_engine": "alternative"}),
+    ),
+)
+OCR_ENGINE_UNAVAILABLE = Cause(
+    "ocr_engine_unavailable",
+    _("Text recognition is temporarily unavailable. Processing will continue automatically."),
+    UserAction.WAIT,
+    transient=True,
+    user_retryable=True,
+    rule=RetryRule(max_attempts=6, base_delay=10, max_delay=300),
+)
+EMBEDDING_RATE_LIMITED = Cause(
+    "embedding_rate_limited",
+    _("The embedding service is busy. Processing will continue automatically."),
+    UserAction.WAIT,
+    transient=True,
+    user_retryable=True,
+    rule=RetryRule(max_attempts=10, base_delay=2, max_delay=300),
+)
+EMBEDDING_PROVIDER_DOWN = Cause(
+    "embedding_provider_down",
+    _("The embedding service is unreachable. Processing will continue automatically."),
+    UserAction.WAIT,
+    transient=True,
+    user_retryable=True,
+    rule=RetryRule(max_attempts=6, base_delay=5, max_delay=300),
+)
+EMBEDDING_AUTH = Cause(
+    "embedding_auth",
+    _("The embedding service refused our credentials. An operator must fix this."),
+    UserAction.CONTACT_OPERATOR,
+    transient=False,
+    user_retryable=False,
+    rule=_NO_RETRY,
+)
+INDEX_WRITE_FAILED = Cause(
+    "index_write_failed",
+    _("Saving to the search index failed. Processing will continue automatically."),
+    UserAction.WAIT,
+    transient=True,
+    user_retryable=True,
+    rule=RetryRule(max_attempts=5, base_delay=2, max_delay=60),
+)
+SUPERSEDED = Cause(
+    "superseded",
+    _("A newer version of this document was published first, so this version was not published."),
+    UserAction.REUPLOAD,
+    transient=False,
+    user_retryable=False,
+    rule=_NO_RETRY,
+)
+
+ALL = (
+    UNSUPPORTED_INPUT,
+    CORRUPT_INPUT,
+    ENCRYPTED_INPUT,
+    EMPTY_INPUT,
+    PARSE_TIMEOUT,
+    OCR_TIMEOUT,
+    OCR_ENGINE_UNAVAILABLE,
+    EMBEDDING_RATE_LIMITED,
+    EMBEDDING_PROVIDER_DOWN,
+    EMBEDDING_AUTH,
+    INDEX_WRITE_FAILED,
+    SUPERSEDED,
+)
