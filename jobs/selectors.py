@@ -6,13 +6,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from jobs import pipelines
+from jobs import pipelines, rules
 from jobs.errors import get_cause
 from jobs.models import FINISHED, Job, Status
 from jobs.progress import displayed
-from jobs.services.lifecycle import user_may_retry
-
-TERMINAL_WORDS = {"ready", "cancelled"}
 
 
 @dataclass(frozen=True)
@@ -77,7 +74,7 @@ def job_view(job: Job) -> JobView:
         error = {
             "code": cause.code,
             "message": cause.user_message,
-            "retryable": user_may_retry(job),
+            "retryable": job.status == Status.FAILED and cause.user_retryable,
             "action": cause.action.value,
         }
     return JobView(
@@ -93,8 +90,8 @@ def job_view(job: Job) -> JobView:
         total=job.total,
         unit=stage.unit,
         attempt=job.attempt,
-        can_cancel=job.status in (Status.QUEUED, Status.RUNNING),
-        can_retry=user_may_retry(job),
+        can_cancel=rules.allowed("cancel", job),
+        can_retry=rules.allowed("retry", job),
         cancel_requested=job.status == Status.CANCEL_REQUESTED,
         updated_at=job.updated_at,
         finished_at=job.finished_at,

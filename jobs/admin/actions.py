@@ -2,8 +2,8 @@
 
 Each action is one service call (``jobs.services.lifecycle``) carrying the version the operator
 saw, the operator's username and a reason; the service's compare-and-set is what changes the
-job. This module decides whether an action applies to a job (the state graph via django-fsm's
-``can_proceed``, then the failure's cause) and runs it; ``jobs/admin/mixins.py`` is the admin
+job. This module asks the one table of ``jobs/rules.py`` whether an action applies to a job (the
+same answer the services, the API and the pages get) and runs it; ``jobs/admin/mixins.py`` is the admin
 glue (confirmation page, messages, 403).
 
 Permissions (``Powers``):
@@ -21,13 +21,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django_fsm import can_proceed
-
-from jobs import pipelines
+from jobs import pipelines, rules
 from jobs.admin.display import short_id
 from jobs.admin.registry import RetryVariant, retry_variants
 from jobs.errors import JobConflict, TransitionRefused, get_cause
-from jobs.models import Actor, Job, Status
+from jobs.models import Actor, Job
 from jobs.services.lifecycle import job_cancel, job_give_up, job_retry, job_take_over
 
 OPERATE, TAKEOVER, FORCE_RETRY = "operate", "takeover", "force_retry"
@@ -63,60 +61,30 @@ class OperatorAction:
     explanation: str = ""  # what the confirmation page says it will do
 
 
-# --- why an action does (not) apply -----------------------------------------------------------
+# --- why an action does (not) apply: the one table in jobs/rules.py ----------------------------
 
 
-def _graph(job: Job, transition: str) -> str | None:
-    """The state graph's answer, in words an operator reads in a message."""
-    method = getattr(job, transition)
-    if can_proceed(method):
-        return None
-    if not can_proceed(method, check_conditions=False):
-        return f"a {job.state_word()} job cannot {transition.replace('_', ' ')}"
-    return f"the conditions to {transition.replace('_', ' ')} a {job.state_word()} job are not met"
+def _table(name: str) -> Callable[[Job], str | None]:
+    def applies(job: Job) -> str | None:
+        return rules.refusal(name, job)
+
+    return applies
 
 
-def can_take_over(job: Job) -> str | None:
-    if job.status != Status.STALLED:
-        return f"it is {job.state_word()}, not stalled"
-    if job.cancel_requested_at is not None:
-        return "a cancel is pending: the reaper finishes it, there is nothing to take over"
-    return _graph(job, "take_over")
-
-
-def can_give_up(job: Job) -> str | None:
-    if job.status != Status.STALLED:
-        return f"it is {job.state_word()}, not stalled"
-    return _graph(job, "give_up")
-
-
-def can_cancel(job: Job) -> str | None:
-    if job.status == Status.CANCEL_REQUESTED:
-        return "cancellation was already requested"
-    if job.status == Status.STALLED:
-        return "it is stalled: take it over or give it up"
-    if job.status in (Status.READY, Status.FAILED, Status.CANCELLED):
-        return f"it has already finished ({job.state_word()})"
-    return _graph(job, "cancel")
-
-
-def can_retry_forced(job: Job) -> str | None:
-    """A failed job whose failed run was cleaned up; the cause does not matter (forced)."""
-    if job.status != Status.FAILED:
-        return f"it is {job.state_word()}, not failed"
-    if job.cleanup_from:
-        return "its failed run is still being cleaned up; try again in a moment"
-    return _graph(job, "retry")
+can_take_over = _table("take_over")
+can_give_up = _table("give_up")
+can_cancel = _table("cancel")
 
 
 def can_retry(job: Job) -> str | None:
-    """As :func:`can_retry_forced`, and the failure's cause must allow a retry."""
-    why = can_retry_forced(job)
-    if why is None and not get_cause(job.error_code).user_retryable:
-        return (
-            f"its cause ({job.error_code or 'unknown'}) may only be retried with the force-retry permission"
-        )
+    """The table's answer, plus what to click when only a forced retry would do."""
+    why = rules.refusal("retry", job)
+    if why is not None and rules.allowed("force_retry", job):
+        why += " To retry anyway, use “Force a retry of the failed stage” (force-retry permission)."
     return why
+
+
+can_retry_forced = _table("force_retry")
 
 
 def _variant_applies(variant: RetryVariant) -> Callable[[Job], str | None]:

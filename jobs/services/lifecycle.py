@@ -8,9 +8,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs import pipelines
+from jobs import pipelines, rules
 from jobs.dispatch import dispatch_if_due
-from jobs.errors import TransitionRefused, get_cause
+from jobs.errors import get_cause
 from jobs.models import Actor, Job, StageRun, Status
 from jobs.services.transition import apply_transition
 
@@ -61,14 +61,7 @@ def job_cancel(
     """Cancel a queued job at once, or ask the worker of a running job to stop at its next safe
     point (``cancel_requested``). Finished jobs refuse with a clear reason."""
     job = get_job(job_id)
-    if job.status in (Status.READY, Status.FAILED, Status.CANCELLED):
-        raise TransitionRefused(f"The job has already finished ({job.state_word()}).", job_id=job.pk)
-    if job.status == Status.CANCEL_REQUESTED:
-        raise TransitionRefused("Cancellation was already requested.", job_id=job.pk)
-    if job.status == Status.STALLED:
-        raise TransitionRefused(
-            "The job is stalled; an operator must take it over or give it up.", job_id=job.pk
-        )
+    rules.check("cancel", job)
     first = pipelines.get(job.kind).first_stage
     return apply_transition(
         job,
@@ -89,11 +82,6 @@ def _cleanup_if_cancelled(job: Job) -> None:
         job_run_cleanup(job_id=job.pk)
 
 
-def user_may_retry(job: Job) -> bool:
-    """A user may retry a failed job only where the cause allows it."""
-    return job.status == Status.FAILED and get_cause(job.error_code).user_retryable
-
-
 def job_retry(
     *,
     job_id: Any,
@@ -111,19 +99,7 @@ def job_retry(
     permission is checked by the caller).
     """
     job = get_job(job_id)
-    if job.status != Status.FAILED:
-        raise TransitionRefused(
-            f"Only a failed job can be retried; this one is {job.state_word()}.", job_id=job.pk
-        )
-    if not force and not get_cause(job.error_code).user_retryable:
-        raise TransitionRefused(
-            "This failure cannot be fixed by retrying. " + get_cause(job.error_code).user_message,
-            job_id=job.pk,
-        )
-    if job.cleanup_from:
-        raise TransitionRefused(
-            "The failed run is still being cleaned up. Try again in a moment.", job_id=job.pk
-        )
+    rules.check("force_retry" if force else "retry", job)
     pipeline = pipelines.get(job.kind)
     target = stage or job.stage
     pipeline.index(target)  # unknown stage names fail loudly here, before any write
@@ -153,6 +129,7 @@ def job_take_over(
 ) -> Job:
     """Requeue a stalled job, revoking the lost worker's lease in the same compare-and-set."""
     job = get_job(job_id)
+    rules.check("take_over", job)
     with transaction.atomic():
         job = apply_transition(
             job,
@@ -179,6 +156,7 @@ def job_give_up(
 ) -> Job:
     """Fail a stalled job for good (a user or operator may still retry it later)."""
     job = get_job(job_id)
+    rules.check("give_up", job)
     with transaction.atomic():
         job = apply_transition(
             job,

@@ -75,7 +75,12 @@ def test_the_variants_do_not_apply_to_a_failure_at_another_stage(operator, varia
 def test_the_variants_follow_the_cause_a_permanent_ocr_failure_needs_a_forced_restart(operator, senior):
     job = fail(advance_to(document_job(), "ocr"), "corrupt_input")
     notes = messages_of(act(operator, "retry_alternative_ocr", [job]))
-    why = "its cause (corrupt_input) may only be retried with the force-retry permission"
+    # The same reason a user gets (jobs/rules.py), plus what an operator can click instead.
+    why = (
+        "This failure (corrupt_input) cannot be fixed by retrying. The file is damaged and could not"
+        " be read. Upload an intact copy. To retry anyway, use “Force a retry of the failed stage”"
+        " (force-retry permission)."
+    )
     assert notes == [f"Skipped 1 job ({why}): {short(job)}."]
     act(senior, "restart", [job], reason="new parser")
     job = Job.objects.get(pk=job.pk)

@@ -1,0 +1,153 @@
+"""The one answer to "may this action be taken on this job, and if not, why".
+
+Every face asks this table: the services before their compare-and-set (a refusal becomes a
+``TransitionRefused`` with the reason, which the API answers as 409), the admin (which actions
+and buttons apply to a job), the status JSON (``can_cancel`` / ``can_retry``, which the pages
+use to show their buttons). The state graph in ``jobs/models.py`` stays the final guard: an
+action allowed here still goes through its django-fsm transition and the version check, so a
+race between the check and the write ends in a conflict, never in an illegal state.
+
+Each action names the statuses it is allowed from, a user-safe reason for every other status,
+and an extra condition (the failure's cause, a pending cleanup, a pending cancel). Apps that own
+a job kind may register more actions (e.g. one that starts a new run of a finished job's
+subject) with :func:`register_action`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from jobs.errors import TransitionRefused, get_cause
+from jobs.models import Status
+
+if TYPE_CHECKING:
+    from jobs.models import Job
+
+S = Status
+FINISHED_REASON = "The job has already finished ({state})."
+
+Condition = Callable[["Job"], "str | None"]
+
+
+@dataclass(frozen=True)
+class Action:
+    """``allowed_from`` the statuses where the action may apply; ``refusals`` the reason per
+    other status (``{state}`` is the job's combined word), ``otherwise`` for the rest;
+    ``condition`` a further check returning a reason or ``None``; ``permission`` the operator
+    power it needs in the admin (``None``: any member of the job's tenant, as a user)."""
+
+    name: str
+    allowed_from: frozenset[str]
+    otherwise: str
+    refusals: Mapping[str, str] = field(default_factory=dict)
+    condition: Condition | None = None
+    permission: str | None = None
+
+    def refusal(self, job: Job) -> str | None:
+        """``None`` when the action applies to ``job`` now, otherwise the user-safe reason."""
+        if job.status not in self.allowed_from:
+            reason = self.refusals.get(job.status, self.otherwise)
+            return reason.format(state=job.state_word())
+        return self.condition(job) if self.condition else None
+
+
+def _cleaned_up(job: Job) -> str | None:
+    if job.cleanup_from:
+        return "The failed run is still being cleaned up. Try again in a moment."
+    return None
+
+
+def _retryable_cause(job: Job) -> str | None:
+    cause = get_cause(job.error_code)
+    if not cause.user_retryable:
+        return f"This failure ({cause.code}) cannot be fixed by retrying. {cause.user_message}"
+    return _cleaned_up(job)
+
+
+def _no_cancel_pending(job: Job) -> str | None:
+    if job.cancel_requested_at is not None:
+        return "A cancel is pending: the reaper finishes it, there is nothing to take over."
+    return None
+
+
+_FINISHED: dict[str, str] = {
+    S.READY: FINISHED_REASON,
+    S.FAILED: FINISHED_REASON,
+    S.CANCELLED: FINISHED_REASON,
+}
+
+CANCEL = Action(
+    "cancel",
+    frozenset({S.QUEUED, S.RUNNING}),
+    otherwise="This job cannot be cancelled while it is {state}.",
+    refusals={
+        **_FINISHED,
+        S.CANCEL_REQUESTED: "Cancellation was already requested.",
+        S.STALLED: "The job is stalled; an operator must take it over or give it up.",
+    },
+    permission="operate",
+)
+RETRY = Action(
+    "retry",
+    frozenset({S.FAILED}),
+    otherwise="Only a failed job can be retried; this one is {state}.",
+    condition=_retryable_cause,
+    permission="operate",
+)
+FORCE_RETRY = Action(
+    "force_retry",
+    frozenset({S.FAILED}),
+    otherwise="Only a failed job can be retried; this one is {state}.",
+    condition=_cleaned_up,
+    permission="force_retry",
+)
+TAKE_OVER = Action(
+    "take_over",
+    frozenset({S.STALLED}),
+    otherwise="Only a stalled job can be taken over; this one is {state}.",
+    condition=_no_cancel_pending,
+    permission="takeover",
+)
+GIVE_UP = Action(
+    "give_up",
+    frozenset({S.STALLED}),
+    otherwise="Only a stalled job can be given up; this one is {state}.",
+    permission="operate",
+)
+
+_ACTIONS: dict[str, Action] = {}
+
+
+def register_action(action: Action) -> Action:
+    _ACTIONS[action.name] = action
+    return action
+
+
+for _action in (CANCEL, RETRY, FORCE_RETRY, TAKE_OVER, GIVE_UP):
+    register_action(_action)
+
+
+def get_action(name: str) -> Action:
+    return _ACTIONS[name]
+
+
+def all_actions() -> list[Action]:
+    return list(_ACTIONS.values())
+
+
+def refusal(name: str, job: Job) -> str | None:
+    """Why ``name`` may not be taken on ``job`` now, or ``None`` when it may."""
+    return _ACTIONS[name].refusal(job)
+
+
+def allowed(name: str, job: Job) -> bool:
+    return refusal(name, job) is None
+
+
+def check(name: str, job: Job) -> None:
+    """Raise :class:`TransitionRefused` with the table's reason when ``name`` does not apply."""
+    reason = refusal(name, job)
+    if reason is not None:
+        raise TransitionRefused(reason, job_id=job.pk)
