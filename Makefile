@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 
-.PHONY: setup run test test-sqlite test-postgres lint format migrate clean bench bench-quick chaos
+.PHONY: setup run test test-fast test-sqlite test-postgres lint format migrate clean bench bench-quick chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,13 +32,19 @@ lint: setup
 	$(BIN)/mypy .
 	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py makemigrations --check --dry-run
 
+# While working: unit + integration tests on SQLite, in this process (no subprocess cluster, no
+# browser, no hostile-input or chaos runs), a short stateful run. Well under two minutes.
+test-fast: setup
+	env -u DATABASE_URL STATEFUL_EXAMPLES=8 $(PYTEST) -q -m "not cluster and not browser and not reliability"
+
 test-sqlite: setup
 	env -u DATABASE_URL $(PYTEST)
 
 test-postgres: setup
 	DATABASE_URL=$(PG_URL) $(PYTEST)
 
-# Lint, then the suite on SQLite, then on PostgreSQL (concurrency tests run only there).
+# Lint, then the whole suite on SQLite, then on PostgreSQL (concurrency tests run only there;
+# the unit tier, which touches no database, is not run twice).
 test: lint test-sqlite test-postgres
 
 # Benchmarks against baselines measured in the same run (see bench/README.md); PostgreSQL needed.

@@ -1,8 +1,16 @@
-"""Suite-wide fixtures and the SQLite / PostgreSQL pass logic.
+"""Suite-wide fixtures, the test tiers and the SQLite / PostgreSQL pass logic.
 
-The suite runs twice (see the Makefile): on SQLite, and with ``DATABASE_URL`` pointing at
-PostgreSQL. Tests marked ``postgres`` (concurrency, locking, fencing) run only in the PostgreSQL
-pass. With ``REQUIRE_POSTGRES=1`` an unreachable PostgreSQL fails the run instead of skipping.
+Tiers (see the Makefile and the README's developer section):
+
+- ``unit``: no database at all (marked here at collection, from the fixtures a test uses);
+- integration: the database, in this process;
+- ``cluster`` (real qcluster / uvicorn subprocesses), ``browser`` (Chromium) and
+  ``reliability`` (everything under ``tests/reliability/``: hostile inputs, chaos, scale-out).
+
+``make test-fast`` runs unit + integration on SQLite. The full suite runs twice: on SQLite, and
+with ``DATABASE_URL`` pointing at PostgreSQL, where the unit tier is left out (it would only run
+the same code again) and tests marked ``postgres`` (concurrency, locking, fencing) run only
+there. With ``REQUIRE_POSTGRES=1`` an unreachable PostgreSQL fails the run instead of skipping.
 """
 
 from __future__ import annotations
@@ -45,9 +53,27 @@ def _postgres_reachable() -> bool:
     return True
 
 
+_DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server"}
+RELIABILITY = ROOT / "tests" / "reliability"
+
+
+def _uses_database(item: pytest.Item) -> bool:
+    return "django_db" in item.keywords or bool(_DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if RELIABILITY in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.reliability)
+        if not _uses_database(item):
+            item.add_marker(pytest.mark.unit)
     require = os.environ.get("REQUIRE_POSTGRES") == "1"
     if is_postgres():
+        # The unit tier touches no database: the SQLite pass has run it already.
+        unit = [item for item in items if "unit" in item.keywords]
+        if unit:
+            config.hook.pytest_deselected(items=unit)
+            items[:] = [item for item in items if "unit" not in item.keywords]
         if not _postgres_reachable():
             if require:
                 pytest.exit("REQUIRE_POSTGRES=1 but PostgreSQL is not reachable", returncode=1)

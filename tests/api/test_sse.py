@@ -35,6 +35,7 @@ from tests.api.conftest import (
     state_of,
 )
 from tests.conftest import Processes
+from tests.timing import hold_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
@@ -241,7 +242,7 @@ def test_a_cluster_runs_the_job_and_stream_and_poller_agree_on_the_end(
                 polled.append(http.get(body["status_url"]).json())
                 if polled[-1]["status"] in FINAL:
                     return
-                time.sleep(0.05)
+                hold_for(0.05)  # a frontend polling every 50 ms
 
     poller = threading.Thread(target=poll)
     poller.start()
@@ -333,7 +334,7 @@ def open_streams(server: Server, caller: Caller, url: str, sse: OpenStream, coun
         stream = sse(server, url, caller.token)
         assert stream.next_event() is not None
         streams.append(stream)
-    time.sleep(1.5)  # every stream has polled / waited at least once more
+    hold_for(1.5)  # every stream has polled / waited at least once more
     return streams
 
 

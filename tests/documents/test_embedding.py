@@ -22,6 +22,7 @@ from documents.engines.embedding import (
     parse_retry_after,
 )
 from jobs.errors import StageFailure
+from tests.timing import hold_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = [
@@ -178,7 +179,7 @@ def test_limiter_bounds_concurrent_holders() -> None:
             with lock:
                 holding += 1
                 most = max(most, holding)
-            time.sleep(0.02)
+            hold_for(0.02)  # a call in flight
             with lock:
                 holding -= 1
 

@@ -21,6 +21,7 @@ import pytest
 
 from documents.engines.embedding import HttpEmbedder, LocalLimiter
 from jobs.errors import StageFailure
+from tests.timing import hold_for
 
 API_KEY = "sk-test-5ecret-KEY-0123456789"
 DIMENSION = 8
@@ -74,7 +75,7 @@ class ProviderHandler(BaseHTTPRequestHandler):
     def answer(self, scenario: str, texts: list[str]) -> Reply:
         if scenario in ("ok", "slow-ok"):
             if scenario == "slow-ok":
-                time.sleep(0.1)
+                hold_for(0.1)  # a slow provider
             data = [
                 {"object": "embedding", "index": i, "embedding": expected_vector(t)}
                 for i, t in enumerate(texts)
@@ -94,7 +95,7 @@ class ProviderHandler(BaseHTTPRequestHandler):
         if scenario == "bad-request":
             return 400, {"error": "input too long"}, {}
         if scenario == "hangs":
-            time.sleep(1.5)
+            hold_for(1.5)  # a provider that hangs past the client timeout
             return 200, {"data": []}, {}
         if scenario == "garbage":
             return 200, "<html>gateway</html>", {}

@@ -14,6 +14,7 @@ from django.db import connection
 from documents.limiter import DatabaseLimiter
 from documents.models import ProviderSlot
 from jobs.errors import StageFailure
+from tests.timing import hold_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -34,7 +35,7 @@ class Holders:
             self.now += 1
             self.entered += 1
             self.most = max(self.most, self.now)
-        time.sleep(seconds)
+        hold_for(seconds)  # a call in flight
         with self.lock:
             self.now -= 1
 

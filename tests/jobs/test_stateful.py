@@ -5,6 +5,7 @@ invariants and the legal graph after every step."""
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import uuid
 from datetime import timedelta
@@ -200,7 +201,8 @@ def test_random_interleavings_keep_every_invariant():
     run_state_machine_as_test(
         JobMachine,
         settings=settings(
-            max_examples=40,
+            # ``make test-fast`` runs a few examples; the full suite the whole 40.
+            max_examples=int(os.environ.get("STATEFUL_EXAMPLES", "40")),
             stateful_step_count=50,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],

@@ -9,13 +9,13 @@ Each attempt records its process id in ``tests.testapp.models.Call``, as the toy
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 from jobs import pipelines
 from jobs.context import StageContext
 from jobs.pipelines import Pipeline, Stage
 from tests.testapp.models import Call
+from tests.timing import hold_for
 
 KIND = "ops.hold"
 
@@ -26,7 +26,7 @@ def hold(ctx: StageContext) -> None:
     while pause and Path(pause).exists():
         ctx.touch()  # holding on purpose, not hung
         ctx.check()
-        time.sleep(0.05)
+        hold_for(0.05)
 
 
 def finish(ctx: StageContext) -> None:

@@ -266,6 +266,7 @@ def test_html_in_a_title_and_file_name_is_shown_as_text(page, platform):
     expect(field(page, "state")).to_have_text("Ready", timeout=LIVE)
     page.goto(f"{platform.url}/")
     expect(page.get_by_role("link", name=HOSTILE)).to_be_visible()
-    time.sleep(0.3)  # give a would-be onerror handler its moment
+    # Every image has loaded or failed by now, so a would-be onerror handler has had its moment.
+    page.wait_for_function("Array.from(document.images).every((image) => image.complete)")
     assert page.dialogs == []
     assert page.locator("main img, main script").count() == 0

@@ -9,7 +9,6 @@ stops making progress), ``stuck_at`` (a page where it blocks in one uninterrupti
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 from jobs import pipelines
@@ -19,6 +18,7 @@ from jobs.models import Job
 from jobs.pipelines import Pipeline, Stage
 from jobs.retry import RetryRule
 from tests.testapp.models import Call, Cleaned, Output, Published
+from tests.timing import hold_for
 
 KIND = "test.pages"
 NOOP_KIND = "test.noop"
@@ -44,15 +44,15 @@ def pages(ctx: StageContext) -> None:
         while pause and page == payload.get("pause_at", 0) and Path(pause).exists():
             ctx.touch()  # waiting on purpose, not hung
             ctx.check()
-            time.sleep(0.05)
+            hold_for(0.05)
         if payload.get("fail"):
             raise StageFailure(payload["fail"], "told to fail", retry_after=payload.get("retry_after"))
         if payload.get("hang_at") == page:
             while True:  # makes no progress: the watchdog must end this
-                time.sleep(0.05)
+                hold_for(0.05)
         if payload.get("stuck_at") == page:
-            time.sleep(3600)  # one long C call: like a parser hung in native code
-        time.sleep(float(payload.get("page_sleep", 0)))
+            hold_for(3600)  # one long C call: like a parser hung in native code
+        hold_for(float(payload.get("page_sleep", 0)))
         with ctx.write(checkpoint={"next": page + 1}):
             Output.objects.create(job_id=ctx.job_id, key=f"page-{page}", worker_token=ctx.token)
         ctx.progress(page + 1, total)
