@@ -102,12 +102,6 @@ class StageContext:
         if self._report_due(done, total):
             self._report(done, total)
 
-    def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Persist where to resume from (fenced by the lease)."""
-        self.touch()
-        worker_services.job_save_checkpoint(job_id=self.job_id, token=self.token, checkpoint=checkpoint)
-        self._saved(checkpoint)
-
     @contextmanager
     def write(
         self, checkpoint: dict[str, Any] | None = None, *, done: int | None = None, total: int | None = None

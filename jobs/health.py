@@ -102,10 +102,6 @@ class AttemptRates:
     finished: int
     failed: int
 
-    @property
-    def failure_rate(self) -> float | None:
-        return self.failed / self.finished if self.finished else None
-
 
 @dataclass(frozen=True)
 class ActorCount:

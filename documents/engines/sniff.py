@@ -39,10 +39,6 @@ class Kind(enum.StrEnum):
         return _CONTENT_TYPES[self]
 
     @property
-    def is_text(self) -> bool:
-        return self in TEXT_KINDS
-
-    @property
     def is_image(self) -> bool:
         return self in IMAGE_KINDS
 

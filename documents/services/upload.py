@@ -21,7 +21,8 @@ from django.db import transaction
 from documents.engines.validation import UploadRejected, ValidatedUpload, validate_upload
 from documents.models import Document, DocumentVersion, Tenant
 from documents.pipeline import KIND
-from jobs.models import Actor, Job, Status
+from jobs.models import Actor, Job
+from jobs.quotas import QueueFull, check_queue
 from jobs.services.lifecycle import job_create
 
 QUOTA_EXCEEDED = "quota_exceeded"
@@ -54,9 +55,11 @@ def _username(user: AbstractBaseUser | AnonymousUser | None) -> str:
 
 
 def check_quota(tenant: Tenant) -> None:
-    waiting = Job.objects.filter(tenant=tenant.slug, status__in=[Status.UPLOADED, Status.QUEUED]).count()
-    if waiting >= tenant.max_queued_jobs:
-        raise QuotaExceeded(tenant.max_queued_jobs)
+    """The engine's queue quota, answered early (before the bytes are stored) in upload terms."""
+    try:
+        check_queue(tenant.slug)
+    except QueueFull as full:
+        raise QuotaExceeded(full.limit) from full
 
 
 def document_upload(
@@ -81,7 +84,7 @@ def document_upload(
         published = document.published_version
         if published is not None and published.sha256 == checked.sha256:
             return UploadResult(document=document, version=published, job=published.job, duplicate=True)
-    check_quota(tenant)  # cheap early answer; checked again under a lock before the job exists
+    check_quota(tenant)  # cheap early answer; the engine checks again under a lock (job_create)
     stored = default_storage.save(_generated_name(tenant, checked), ContentFile(checked.content))
     try:
         return _create_version(tenant, checked, stored, title, user, document)
@@ -104,9 +107,6 @@ def _create_version(
 ) -> UploadResult:
     owner = user if isinstance(user, get_user_model()) else None
     with transaction.atomic():
-        # Lock the tenant: concurrent uploads must not all pass the queue quota.
-        Tenant.objects.select_for_update().filter(pk=tenant.pk).exists()
-        check_quota(tenant)
         if document is None:
             document = Document.objects.create(
                 tenant=tenant, title=(title or checked.safe_name)[:300], created_by=owner
@@ -130,15 +130,18 @@ def _create_version(
             sha256=checked.sha256,
             created_by=owner,
         )
-        job = job_create(
-            kind=KIND,
-            tenant=tenant.slug,
-            subject_id=str(document.pk),
-            subject_version=number,
-            payload={"version_id": str(version.pk), "document_id": str(document.pk)},
-            actor=Actor.USER,
-            actor_name=_username(user),
-        )
+        try:
+            job = job_create(
+                kind=KIND,
+                tenant=tenant.slug,
+                subject_id=str(document.pk),
+                subject_version=number,
+                payload={"version_id": str(version.pk), "document_id": str(document.pk)},
+                actor=Actor.USER,
+                actor_name=_username(user),
+            )
+        except QueueFull as full:  # another upload took the last place since the early check
+            raise QuotaExceeded(full.limit) from full
         DocumentVersion.objects.filter(pk=version.pk).update(job=job)
         Document.objects.filter(pk=document.pk).update(latest_version=version)
         version.job = job

@@ -8,10 +8,11 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs import pipelines, rules
+from jobs import pipelines, quotas, rules
 from jobs.dispatch import dispatch_if_due
 from jobs.errors import get_cause
 from jobs.models import Actor, Job, StageRun, Status
+from jobs.services.cleanup import job_run_cleanup
 from jobs.services.transition import apply_transition
 
 
@@ -29,9 +30,14 @@ def job_create(
     actor: Actor = Actor.USER,
     actor_name: str = "",
 ) -> Job:
-    """Create a job for one subject version and enqueue it; its task leaves at commit."""
+    """Create a job for one subject version and enqueue it; its task leaves at commit.
+
+    Raises :class:`jobs.quotas.QueueFull` when the tenant's queue quota is reached.
+    """
     pipeline = pipelines.get(kind)
     with transaction.atomic():
+        quotas.lock_queue(tenant)
+        quotas.check_queue(tenant)
         job = Job.objects.create(
             kind=kind,
             tenant=tenant,
@@ -77,8 +83,6 @@ def job_cancel(
 
 def _cleanup_if_cancelled(job: Job) -> None:
     if job.status == Status.CANCELLED:
-        from jobs.services.cleanup import job_run_cleanup
-
         job_run_cleanup(job_id=job.pk)
 
 
@@ -174,8 +178,6 @@ def job_give_up(
 
 
 def _cleanup_after_commit(job: Job) -> None:
-    from jobs.services.cleanup import job_run_cleanup
-
     job_run_cleanup(job_id=job.pk)
 
 
