@@ -91,10 +91,7 @@ class Watchdog(threading.Thread):
             f"no progress for {ctx.stage.deadline:.0f}s in stage {ctx.stage.name}",
             cause=ctx.stage.timeout_cause,
         )
-        try:
-            job_fail_stage(claim=ctx.claim, error=error)
-        except JobConflict:
-            _settle_conflict(ctx.claim)
+        _fail(ctx.claim, error)
         # Unwind the handler at its next bytecode. Its writes are already fenced out by the
         # transition above, so only the worker slot is at stake if it does not unwind.
         ctypes.pythonapi.PyThreadState_SetAsyncExc(
@@ -108,6 +105,14 @@ class Watchdog(threading.Thread):
                 "job %s: handler still stuck %ss after its deadline; worker exits", ctx.job_id, grace
             )
             os._exit(70)
+
+
+def _fail(claim: Claim, error: BaseException) -> None:
+    """Record the stage's failure; when that compare-and-set loses, settle what is left."""
+    try:
+        job_fail_stage(claim=claim, error=error)
+    except JobConflict:
+        _settle_conflict(claim)
 
 
 def _settle_conflict(claim: Claim) -> None:
@@ -151,12 +156,8 @@ def run_stage(claim: Claim, *, exit_when_stuck: bool = False) -> Claim | None:
         log.info("job %s: lease lost during %s, stepping back", claim.job_id, stage.name)
         return None
     except Exception as error:
-        if ctx.timed_out.is_set():
-            return None  # the watchdog already recorded the timeout
-        try:
-            job_fail_stage(claim=claim, error=error)
-        except JobConflict:
-            _settle_conflict(claim)
+        if not ctx.timed_out.is_set():  # else the watchdog already recorded the timeout
+            _fail(claim, error)
         return None
     nxt = pipeline.next_stage(stage.name)
     try:
@@ -167,10 +168,7 @@ def run_stage(claim: Claim, *, exit_when_stuck: bool = False) -> Claim | None:
         _settle_conflict(claim)
         return None
     except Exception as error:  # the publish hook refused (e.g. a newer version is published)
-        try:
-            job_fail_stage(claim=claim, error=error)
-        except JobConflict:
-            _settle_conflict(claim)
+        _fail(claim, error)
         return None
 
 
