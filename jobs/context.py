@@ -145,13 +145,9 @@ class StageContext:
         )
         if recorded.event:
             self._last_event = now
-        # The claimed copy follows this worker's own writes (see job_complete_stage).
-        job = self.claim.job
-        job.progress, job.processed, job.total = max(job.progress, recorded.progress), done, total
 
     def _saved(self, checkpoint: dict[str, Any]) -> None:
         self.checkpoint = dict(checkpoint)
-        self.claim.job.checkpoint = dict(checkpoint)
 
     def skip(self) -> None:
         """Mark this stage as skipped (nothing to do); it counts as done for progress."""

@@ -18,7 +18,7 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
-from django_fsm import GET_STATE, FSMField, FSMModelMixin, TransitionNotAllowed, transition
+from django_fsm import FSMField, FSMModelMixin, TransitionNotAllowed, transition
 
 
 class Status(models.TextChoices):
@@ -53,6 +53,33 @@ AUDIT_PROGRESS_OUT_OF_RANGE = (
 AUDIT_WRITTEN_AFTER_FINISH = Q(
     status__in=TERMINAL, finished_at__isnull=False, updated_at__gt=models.F("finished_at")
 )
+
+
+# The fields each transition writes, named with the transition (``custom={"writes": ...}``):
+# apply_transition writes exactly these, changed or not, so a stale copy can never leave an old
+# value behind in a field the transition sets; anything else another actor changed fails the
+# version check. tests/jobs/test_transitions.py checks every assignment is declared.
+RELEASE = ("worker_token", "lease_expires_at")
+TO_QUEUE = (*RELEASE, "queued_at", "not_before", "dispatched_at")
+NEW_STAGE = (
+    "stage",
+    "hints",
+    "checkpoint",
+    "processed",
+    "total",
+    "skipped_stages",
+    "progress",
+    "error_code",
+    "error_message",
+)
+LEASE = ("worker_token", "heartbeat_at", "lease_expires_at")
+FAILED_RUN = ("error_code", "error_message", "finished_at", "checkpoint", "cleanup_from", *RELEASE)
+
+
+def writes(*fields: str, lowers_progress: bool = False) -> dict[str, Any]:
+    """``custom`` for a transition: the fields it writes (``progress`` only ever rises, by the
+    UPDATE itself, unless the transition ``lowers_progress``: a restart from an earlier stage)."""
+    return {"writes": frozenset(fields), "lowers_progress": lowers_progress}
 
 
 class Actor(models.TextChoices):
@@ -194,19 +221,19 @@ class Job(FSMModelMixin, models.Model):
 
     # --- the state graph ----------------------------------------------------------------------
     # Each method changes the instance in memory only; apply_transition() persists it, writing
-    # every field the method assigned (recorded by __setattr__ below while it runs).
+    # the fields the transition declares in ``custom`` (see ``writes``).
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        assigned = self.__dict__.get("_assigned")
-        if assigned is not None:
-            assigned.add(name)
-        super().__setattr__(name, value)
-
-    @transition(field=status, source=S.UPLOADED, target=S.QUEUED)
+    @transition(field=status, source=S.UPLOADED, target=S.QUEUED, custom=writes(*TO_QUEUE))
     def enqueue(self, *, now: datetime) -> None:
         self._to_queue(now, now)
 
-    @transition(field=status, source=S.QUEUED, target=S.RUNNING, conditions=[_due])
+    @transition(
+        field=status,
+        source=S.QUEUED,
+        target=S.RUNNING,
+        conditions=[_due],
+        custom=writes(*LEASE, "worker_name", "attempt", "attempts_total", "started_at", "lost_worker"),
+    )
     def claim(self, *, now: datetime, new_token: str, worker: str, lease: float) -> None:
         self.worker_token = new_token
         self.worker_name = worker
@@ -217,13 +244,20 @@ class Job(FSMModelMixin, models.Model):
         self.started_at = self.started_at or now
         self.lost_worker = ""
 
-    @transition(field=status, source=S.RUNNING, target=S.QUEUED)
+    @transition(
+        field=status, source=S.RUNNING, target=S.QUEUED, custom=writes(*NEW_STAGE, "attempt", *TO_QUEUE)
+    )
     def advance(self, *, now: datetime, next_stage: str, progress: float, skipped: list[str]) -> None:
         self._enter_stage(next_stage, progress, skipped)
         self.attempt = 0
         self._to_queue(now, now)
 
-    @transition(field=status, source=S.RUNNING, target=S.RUNNING)
+    @transition(
+        field=status,
+        source=S.RUNNING,
+        target=S.RUNNING,
+        custom=writes(*NEW_STAGE, "attempt", "attempts_total", *LEASE),
+    )
     def proceed(
         self,
         *,
@@ -244,7 +278,12 @@ class Job(FSMModelMixin, models.Model):
         self.heartbeat_at = now
         self.lease_expires_at = now + timedelta(seconds=lease)
 
-    @transition(field=status, source=S.RUNNING, target=S.READY)
+    @transition(
+        field=status,
+        source=S.RUNNING,
+        target=S.READY,
+        custom=writes("progress", "finished_at", "error_code", "error_message", *RELEASE),
+    )
     def publish(self, *, now: datetime) -> None:
         self.progress = 100.0
         self.finished_at = now
@@ -252,7 +291,12 @@ class Job(FSMModelMixin, models.Model):
         self.error_message = ""
         self._release()
 
-    @transition(field=status, source=S.RUNNING, target=S.QUEUED)
+    @transition(
+        field=status,
+        source=S.RUNNING,
+        target=S.QUEUED,
+        custom=writes("error_code", "error_message", "hints", *TO_QUEUE),
+    )
     def retry_later(
         self, *, now: datetime, not_before: datetime, code: str, message: str, hints: dict[str, Any]
     ) -> None:
@@ -261,17 +305,18 @@ class Job(FSMModelMixin, models.Model):
         self.hints = {**self.hints, **hints}
         self._to_queue(now, not_before)
 
-    @transition(field=status, source=S.RUNNING, target=S.FAILED)
+    @transition(field=status, source=S.RUNNING, target=S.FAILED, custom=writes(*FAILED_RUN))
     def fail(self, *, now: datetime, code: str, message: str) -> None:
         self._finish_failed(now, code, message)
 
     @transition(
         field=status,
-        source=[S.QUEUED, S.RUNNING],
-        target=GET_STATE(
-            lambda job, **kw: S.CANCELLED if job.status == S.QUEUED else S.CANCEL_REQUESTED,
-            states=[S.CANCELLED, S.CANCEL_REQUESTED],
-        ),
+        source=S.QUEUED,
+        target=S.CANCELLED,
+        custom=writes("cancel_requested_at", "finished_at", "not_before", "cleanup_from"),
+    )
+    @transition(
+        field=status, source=S.RUNNING, target=S.CANCEL_REQUESTED, custom=writes("cancel_requested_at")
     )
     def cancel(self, *, now: datetime, cleanup_from: str) -> None:
         self.cancel_requested_at = now
@@ -280,14 +325,30 @@ class Job(FSMModelMixin, models.Model):
             self.not_before = None
             self.cleanup_from = cleanup_from
 
-    @transition(field=status, source=S.CANCEL_REQUESTED, target=S.CANCELLED)
-    @transition(field=status, source=S.STALLED, target=S.CANCELLED, conditions=[_cancel_pending])
+    @transition(
+        field=status,
+        source=S.CANCEL_REQUESTED,
+        target=S.CANCELLED,
+        custom=writes("finished_at", "cleanup_from", *RELEASE),
+    )
+    @transition(
+        field=status,
+        source=S.STALLED,
+        target=S.CANCELLED,
+        conditions=[_cancel_pending],
+        custom=writes("finished_at", "cleanup_from", *RELEASE),
+    )
     def finish_cancel(self, *, now: datetime, cleanup_from: str) -> None:
         self.finished_at = now
         self.cleanup_from = cleanup_from
         self._release()
 
-    @transition(field=status, source=LEASED, target=S.STALLED)
+    @transition(
+        field=status,
+        source=LEASED,
+        target=S.STALLED,
+        custom=writes("stalled_at", "lost_worker", "error_code", "error_message"),
+    )
     def mark_stalled(self, *, now: datetime) -> None:
         if self.lease_expires_at is not None and self.lease_expires_at > now:
             raise TransitionNotAllowed("the lease has not expired", object=self, method=self.mark_stalled)
@@ -296,7 +357,13 @@ class Job(FSMModelMixin, models.Model):
         self.error_code = "worker_lost"
         self.error_message = ""
 
-    @transition(field=status, source=S.STALLED, target=S.QUEUED, conditions=[_no_cancel_pending])
+    @transition(
+        field=status,
+        source=S.STALLED,
+        target=S.QUEUED,
+        conditions=[_no_cancel_pending],
+        custom=writes("stalled_at", "error_code", "error_message", "hints", *TO_QUEUE),
+    )
     def take_over(self, *, now: datetime, hints: dict[str, Any] | None = None) -> None:
         # The lost worker's token is revoked here: its fenced writes match no row from now on.
         self._release()
@@ -306,11 +373,31 @@ class Job(FSMModelMixin, models.Model):
         self.hints = {**self.hints, **(hints or {})}
         self._to_queue(now, now)
 
-    @transition(field=status, source=S.STALLED, target=S.FAILED)
+    @transition(field=status, source=S.STALLED, target=S.FAILED, custom=writes(*FAILED_RUN))
     def give_up(self, *, now: datetime, code: str, message: str) -> None:
         self._finish_failed(now, code, message)
 
-    @transition(field=status, source=S.FAILED, target=S.QUEUED, conditions=[_cleaned_up])
+    @transition(
+        field=status,
+        source=S.FAILED,
+        target=S.QUEUED,
+        conditions=[_cleaned_up],
+        custom=writes(
+            "stage",
+            "checkpoint",
+            "processed",
+            "total",
+            "progress",
+            "attempt",
+            "hints",
+            "error_code",
+            "error_message",
+            "finished_at",
+            "stalled_at",
+            *TO_QUEUE,
+            lowers_progress=True,
+        ),
+    )
     def retry(
         self, *, now: datetime, stage: str, progress: float, hints: dict[str, Any] | None = None
     ) -> None:

@@ -9,7 +9,8 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Greatest
 from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed, can_proceed
@@ -22,7 +23,6 @@ log = logging.getLogger(__name__)
 NOTIFY_CHANNEL = "job_events"
 
 
-_COLUMNS = frozenset(f.attname for f in Job._meta.concrete_fields)
 _WRITTEN_BY_EVERY_TRANSITION = frozenset({"status", "version", "updated_at"})
 
 
@@ -115,20 +115,21 @@ def apply_transition(
             job_id=job.pk,
         )
     source_status, source_version = job.status, job.version
-    # Every field the transition assigns is written, changed or not: a copy of the row that is
-    # stale in a field the transition sets (say, a checkpoint the worker saved since) still ends
-    # with the transition's value. Staleness elsewhere is what the version check refuses.
-    assigned: set[str] = set()
-    job.__dict__["_assigned"] = assigned
+    declared = method._django_fsm.get_transition(source_status).custom
     try:
         method(now=now, **params)
     except TransitionNotAllowed as exc:  # a condition changed between the checks above
         raise TransitionRefused(str(exc), job_id=job.pk) from exc
-    finally:
-        del job.__dict__["_assigned"]
     job.version = source_version + 1
     job.updated_at = now
-    changes = {name: getattr(job, name) for name in (assigned & _COLUMNS) | _WRITTEN_BY_EVERY_TRANSITION}
+    # The fields the transition names, changed or not (a copy that is stale in one of them still
+    # ends with the transition's value), and what every transition writes. Progress only rises,
+    # in the UPDATE itself: a progress report may have raised the row past this copy.
+    changes: dict[str, Any] = {
+        field: getattr(job, field) for field in declared["writes"] | _WRITTEN_BY_EVERY_TRANSITION
+    }
+    if "progress" in changes and not declared["lowers_progress"]:
+        changes["progress"] = Greatest(F("progress"), job.progress)
 
     where = Q(pk=job.pk, version=source_version, status=source_status)
     if token is not None:

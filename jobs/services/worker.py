@@ -266,9 +266,10 @@ def job_complete_stage(*, claim: Claim, skipped: bool = False, continue_inline: 
     With ``continue_inline`` the worker goes on with the next stage itself (``proceed``: one
     compare-and-set, a fresh token) and gets it back, saving a trip through the broker.
     """
-    # The claimed copy, as this worker last wrote it: its transitions, checkpoints and progress
-    # reports keep it current, and whatever another actor changes bumps the version, so the
-    # compare-and-set refuses a stale copy (JobConflict) instead of acting on it.
+    # The claimed copy: its progress and checkpoint may be older than the row (this worker's own
+    # reports do not touch it), which the transitions do not read (progress rises in the UPDATE,
+    # checkpoints are reset by the fields a transition writes); whatever another actor changes
+    # bumps the version, so the compare-and-set refuses a stale copy instead of acting on it.
     job = claim.job
     pipeline = pipelines.get(job.kind)
     nxt = pipeline.next_stage(job.stage)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from jobs.errors import JobConflict, LeaseLost, StageFailure, TransitionRefused
 from jobs.models import Job, JobEvent, StageRun, Status
+from jobs.services.cleanup import job_run_cleanup
 from jobs.services.lifecycle import job_cancel, job_give_up, job_retry, job_take_over
 from jobs.services.transition import apply_transition
 from jobs.services.worker import (
@@ -248,3 +252,58 @@ def test_mark_stalled_needs_an_expired_lease():
     job = reload(running())
     with pytest.raises(TransitionRefused):
         apply_transition(job, "mark_stalled", actor="reaper")
+
+
+def cleaned(job: Job) -> Job:
+    """The failed run's cleanup (after commit, which a test inside one transaction never sees)."""
+    job_run_cleanup(job_id=job.pk)
+    return reload(job)
+
+
+def _assignments(job: Job, name: str, monkeypatch: pytest.MonkeyPatch, **params: object) -> set[str]:
+    """The fields transition ``name`` assigns on ``job`` (in memory only), by watching them."""
+    assigned: set[str] = set()
+    original = Job.__setattr__
+
+    def watching(self: Job, attr: str, value: object) -> None:
+        assigned.add(attr)
+        original(self, attr, value)
+
+    monkeypatch.setattr(Job, "__setattr__", watching)
+    getattr(job, name)(now=timezone.now() + timedelta(hours=1), **params)
+    monkeypatch.undo()
+    return assigned - {"status"}  # django-fsm sets the state field itself
+
+
+@pytest.mark.parametrize(
+    ("make", "name", "params"),
+    [
+        (lambda: reload(new_job()), "claim", {"new_token": "t", "worker": "w", "lease": 30}),
+        (lambda: reload(running()), "advance", {"next_stage": "pages", "progress": 10.0, "skipped": []}),
+        (
+            lambda: reload(running()),
+            "proceed",
+            {"next_stage": "pages", "progress": 10.0, "skipped": [], "new_token": "t", "lease": 30},
+        ),
+        (lambda: reload(running()), "publish", {}),
+        (
+            lambda: reload(running()),
+            "retry_later",
+            {"not_before": timezone.now(), "code": "internal_error", "message": "m", "hints": {"a": 1}},
+        ),
+        (lambda: reload(running()), "fail", {"code": "internal_error", "message": "m"}),
+        (lambda: reload(new_job()), "cancel", {"cleanup_from": "prepare"}),
+        (lambda: reload(running()), "cancel", {"cleanup_from": "prepare"}),
+        (lambda: reload(cancel_requested()), "finish_cancel", {"cleanup_from": "prepare"}),
+        (lambda: reload(running()), "mark_stalled", {}),
+        (lambda: reload(stalled()), "take_over", {"hints": {"a": 1}}),
+        (lambda: reload(stalled()), "give_up", {"code": "worker_lost", "message": "m"}),
+        (lambda: cleaned(failed("corrupt_input")), "retry", {"stage": "prepare", "progress": 0.0}),
+        (lambda: cleaned(failed("corrupt_input")), "retry", {"stage": "pages", "progress": 20.0}),
+    ],
+)
+def test_every_field_a_transition_assigns_is_one_it_declares(make, name, params, monkeypatch):
+    """apply_transition writes the declared fields only: an undeclared assignment would be lost."""
+    job = make()
+    declared = getattr(Job, name)._django_fsm.get_transition(job.status).custom["writes"]
+    assert _assignments(job, name, monkeypatch, **params) <= declared
