@@ -20,6 +20,7 @@ from django.utils import timezone
 from documents.engines.validation import UploadRejected
 from documents.models import Document, Tenant
 from documents.services.upload import document_upload
+from documents.templatetags.status_words import action_label, cause_message, state_label
 from jobs.executor import run_job
 from jobs.models import Job
 from jobs.selectors import JobView, job_view
@@ -49,9 +50,10 @@ def render(name: str, view: JobView) -> str:
         bar = f"[{' ' * BAR}]   -  "
     units = f" · {view.processed} of {view.total} {view.unit}" if view.total and not view.finished else ""
     where = "" if view.finished else f" stage {view.stage_index} of {view.stage_count} · {view.stage_label}"
-    line = f"{label} {bar}  {view.state:<16}{where}{units}"
+    # The words the pages show ("Parsing failed", not parse_failed), in the active language.
+    line = f"{label} {bar}  {state_label(view.state):<24}{where}{units}"
     if view.error is not None:
-        line += f"\n    {view.error['message']} (action: {view.error['action']})"
+        line += f"\n    {cause_message(view.error)} {action_label(view.error['action'])}"
     return line
 
 
@@ -60,7 +62,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("paths", nargs="+")
-        parser.add_argument("--tenant", required=True, help="Tenant slug (created if missing).")
+        parser.add_argument(
+            "--tenant", required=True, help="Tenant slug (it must exist, see --create-tenant)."
+        )
+        parser.add_argument(
+            "--create-tenant", action="store_true", help="Create the tenant when no tenant has that slug."
+        )
         parser.add_argument(
             "--inline",
             action="store_true",
@@ -69,7 +76,14 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=1800, help="Seconds to follow before giving up.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        tenant, _ = Tenant.objects.get_or_create(slug=options["tenant"], defaults={"name": options["tenant"]})
+        tenant = Tenant.objects.filter(slug=options["tenant"]).first()
+        if tenant is None:
+            if not options["create_tenant"]:
+                raise CommandError(
+                    f"no tenant has the slug {options['tenant']!r}: check the spelling, "
+                    "or add --create-tenant to create it"
+                )
+            tenant = Tenant.objects.create(slug=options["tenant"], name=options["tenant"])
         failed = 0
         jobs: dict[str, Any] = {}
         for path in collect(options["paths"]):
