@@ -59,7 +59,7 @@ def _minilm_numpy() -> Embed:
     from documents.engines.bert_numpy import BertSentenceEncoder
     from documents.engines.local_model import packaged_model_dir
 
-    encoder = BertSentenceEncoder(packaged_model_dir())
+    encoder = BertSentenceEncoder(packaged_model_dir(), batch_size=8)  # as the deployed default
     return encoder.encode
 
 

