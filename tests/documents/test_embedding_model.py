@@ -165,3 +165,26 @@ def test_system_check_reports_a_missing_model_only_when_the_local_backend_is_con
 
     settings.EMBEDDINGS_BACKEND = "hashing"
     assert check_embedding_model() == []
+
+
+def test_inference_runs_on_the_configured_number_of_blas_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from threadpoolctl import threadpool_info
+
+    def blas_threads() -> list[int]:
+        return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+
+    embedder = LocalModelEmbedder(threads=1)
+    encoder = embedder.load()
+    encode = encoder.encode
+    before = blas_threads()
+    seen: list[int] = []
+
+    def record_threads(texts):
+        seen.extend(blas_threads())
+        return encode(texts)
+
+    monkeypatch.setattr(encoder, "encode", record_threads)
+    embedder.embed(["brake pads"])
+
+    assert seen and set(seen) == {1}
+    assert blas_threads() == before  # the rest of the process keeps its own setting
