@@ -7,6 +7,7 @@ class DocumentsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        import documents.checks  # noqa: F401  (registers the system checks)
         from documents import pipeline
         from documents.engines.ocr import tesseract_leftover_age
         from documents.services.quotas import tenant_quota

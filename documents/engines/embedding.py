@@ -1,6 +1,8 @@
 """Embedders: texts in, float32 L2-normalised vectors out, behind one small protocol.
 
-- ``hashing`` (default): a lexical embedder with no model and no network. See :class:`HashingEmbedder`.
+- ``local`` (default): all-MiniLM-L6-v2 from a pip package, run in-process without torch and
+  without network. See :mod:`documents.engines.local_model`.
+- ``hashing``: a lexical embedder with no model and no network. See :class:`HashingEmbedder`.
 - ``http``: any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint (production).
 - ``sentence-transformers``: a local model, when that optional package is installed.
 
@@ -364,15 +366,26 @@ class SentenceTransformerEmbedder:
 
 # --- factory ------------------------------------------------------------------------------------
 
-BACKENDS = ("hashing", "http", "sentence-transformers")
+BACKENDS = ("local", "hashing", "http", "sentence-transformers")
+DEFAULT_BACKEND = "local"
 
 
 def get_embedder(name: str | None = None, **options: Any) -> Embedder:
-    """The embedder for backend ``name`` (default: the ``EMBEDDINGS_BACKEND`` setting, else hashing).
+    """The embedder for backend ``name`` (default: the ``EMBEDDINGS_BACKEND`` setting, else ``local``).
 
     ``options`` override the settings-derived constructor arguments, e.g. ``limiter=`` for ``http``.
     """
-    backend = name or getattr(settings, "EMBEDDINGS_BACKEND", "hashing")
+    backend = name or getattr(settings, "EMBEDDINGS_BACKEND", DEFAULT_BACKEND)
+    if backend == "local":
+        from documents.engines.local_model import LocalModelEmbedder
+
+        return LocalModelEmbedder(
+            **{
+                "threads": int(getattr(settings, "EMBEDDINGS_LOCAL_THREADS", 1)),
+                "batch_size": int(getattr(settings, "EMBEDDINGS_LOCAL_BATCH_SIZE", 8)),
+                **options,
+            }
+        )
     if backend == "hashing":
         return HashingEmbedder(
             **{"dimension": int(getattr(settings, "EMBEDDINGS_HASHING_DIMENSION", 1024)), **options}

