@@ -234,6 +234,12 @@ def dot_run_paragraph(dots: int = 1_000_000) -> bytes:
     return b"word " * 400 + b"x" + b"." * dots + b" a\n"
 
 
+def markdown_bracket_line(brackets: int = 2_000_000) -> bytes:
+    """Normal Markdown, then one line of two million ``[`` (issue 16, finding 1): the link
+    pattern used to rescan the rest of the line from every ``[`` (16k/32k/64k: 1.0/3.6/13.6 s)."""
+    return b"# Harbor log\n\nBoats left at dawn, as **always**.\n\n" + b"[" * brackets + b"\n"
+
+
 # --- the corpus ----------------------------------------------------------------------------------
 
 _TEXT_PDF = files.text_pdf
@@ -392,6 +398,14 @@ CORPUS: tuple[Hostile, ...] = (
         hex_dump_line,
         READY,
         findable="Checksum list",
+    ),
+    Hostile(
+        "markdown-line-of-brackets",
+        "brackets.md",
+        markdown_bracket_line,
+        READY,
+        deadline=60,
+        findable="Boats left at dawn",
     ),
     Hostile("mixed-encodings", "mixed.txt", mixed_encodings, Rejected("unsupported_type")),
     Hostile(
