@@ -203,6 +203,27 @@ EMBEDDINGS_HTTP_TIMEOUT = env_float("EMBEDDINGS_HTTP_TIMEOUT", 30)
 EMBEDDINGS_HTTP_MAX_CONCURRENCY = env_int("EMBEDDINGS_HTTP_MAX_CONCURRENCY", 4)
 EMBEDDINGS_ST_MODEL = os.environ.get("EMBEDDINGS_ST_MODEL", "sentence-transformers/all-MiniLM-L6-v2")
 
+# --- security and limits (issue 16; the README's "Security and limits" lists them all) -------------
+# The parsing sandbox: a child process per worker reads untrusted bytes under these limits.
+DOCUMENTS_SANDBOX_CPU_SECONDS = env_int("DOCUMENTS_SANDBOX_CPU_SECONDS", 120)  # per call
+DOCUMENTS_SANDBOX_WALL_SECONDS = env_float("DOCUMENTS_SANDBOX_WALL_SECONDS", 90)  # per call
+DOCUMENTS_SANDBOX_MEMORY_BYTES = env_int("DOCUMENTS_SANDBOX_MEMORY_BYTES", 2 * 1024**3)  # address space
+DOCUMENTS_SANDBOX_MAX_CALLS = env_int("DOCUMENTS_SANDBOX_MAX_CALLS", 500)  # then a fresh child
+DOCUMENTS_SANDBOX_EXTRA_MODULES = [
+    m for m in os.environ.get("DOCUMENTS_SANDBOX_EXTRA_MODULES", "").split(",") if m
+]
+DOCUMENTS_PARSE_BATCH_PAGES = env_int("DOCUMENTS_PARSE_BATCH_PAGES", 50)  # pages per sandbox call
+DOCUMENTS_MAX_PAGES = env_int("DOCUMENTS_MAX_PAGES", 10_000)
+DOCUMENTS_MAX_TEXT_CHARS = env_int("DOCUMENTS_MAX_TEXT_CHARS", 20_000_000)
+DOCUMENTS_MAX_HTML_DEPTH = env_int("DOCUMENTS_MAX_HTML_DEPTH", 25_000)
+DOCUMENTS_MAX_LINE_CHARS = env_int("DOCUMENTS_MAX_LINE_CHARS", 1_000_000)  # Markdown (pattern-based)
+DOCUMENTS_MAX_RENDER_PIXELS = env_int("DOCUMENTS_MAX_RENDER_PIXELS", 100_000_000)  # a page rendered for OCR
+DOCUMENTS_MAX_CHUNKS = env_int("DOCUMENTS_MAX_CHUNKS", 50_000)  # per version
+# DOCX zip members, checked on the archive's directory at upload (code docx_bomb).
+DOCUMENTS_DOCX_MAX_MEMBER_BYTES = env_int("DOCUMENTS_DOCX_MAX_MEMBER_BYTES", 100 * 1024**2)
+DOCUMENTS_DOCX_MAX_XML_BYTES = env_int("DOCUMENTS_DOCX_MAX_XML_BYTES", 25 * 1024**2)
+DOCUMENTS_DOCX_MAX_TOTAL_BYTES = env_int("DOCUMENTS_DOCX_MAX_TOTAL_BYTES", 300 * 1024**2)
+
 # --- django-q2 ------------------------------------------------------------------------------
 Q_TIMEOUT = env_int("Q_TIMEOUT", 3600)
 Q_CLUSTER: dict[str, Any] = {
