@@ -180,6 +180,14 @@ METRICS_ALLOWED_IPS = [a.strip() for a in os.environ.get("METRICS_ALLOWED_IPS", 
 
 # --- documents ------------------------------------------------------------------------------
 DOCUMENTS_MAX_UPLOAD_BYTES = env_int("DOCUMENTS_MAX_UPLOAD_BYTES", 50 * 1024 * 1024)
+# The request body limit, checked before authentication (config/body_limit.py, documents/uploads.py):
+# the upload limit plus room for the multipart envelope and form fields.
+REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", DOCUMENTS_MAX_UPLOAD_BYTES + 1024 * 1024)
+FILE_UPLOAD_HANDLERS = [
+    "documents.uploads.BodyLimitUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 OCR_ENGINE = os.environ.get("OCR_ENGINE", "")  # tesseract | rapidocr | "" (whichever is installed)
