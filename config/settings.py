@@ -111,7 +111,17 @@ def database_config() -> dict[str, Any]:
 DATABASES = {"default": database_config()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = [
+    {"NAME": f"django.contrib.auth.password_validation.{name}"}
+    for name in (
+        "UserAttributeSimilarityValidator",
+        "MinimumLengthValidator",
+        "CommonPasswordValidator",
+        "NumericPasswordValidator",
+    )
+]
+# The password backend with a lockout after repeated failures (documents/throttles.py).
+AUTHENTICATION_BACKENDS = ["documents.throttles.LockoutModelBackend"]
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
@@ -137,6 +147,32 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "documents.api.errors.handle_exception",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # Rates of documents/throttles.py (per user and per client address), counted in the shared
+    # "throttle" cache; "n/second|minute|hour|day".
+    "DEFAULT_THROTTLE_RATES": {
+        "upload_user": os.environ.get("THROTTLE_UPLOAD_USER", "60/min"),
+        "upload_ip": os.environ.get("THROTTLE_UPLOAD_IP", "120/min"),
+        "search_user": os.environ.get("THROTTLE_SEARCH_USER", "120/min"),
+        "search_ip": os.environ.get("THROTTLE_SEARCH_IP", "240/min"),
+    },
+    # Proxies in front of the web tier whose X-Forwarded-For is believed (0: the socket address).
+    "NUM_PROXIES": env_int("TRUSTED_PROXY_COUNT", 0),
+}
+AUTH_FAILURE_WINDOW_SECONDS = env_int("AUTH_FAILURE_WINDOW_SECONDS", 900)
+AUTH_FAILURE_LIMIT_PER_ADDRESS = env_int("AUTH_FAILURE_LIMIT_PER_ADDRESS", 50)  # bad tokens or passwords
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)  # wrong passwords per user name
+# Counters of throttles, lockouts and SSE caps must be shared by every web process: the database
+# cache on the embedded default (its table comes with the migrations), Redis when configured.
+_THROTTLE_REDIS_URL = os.environ.get("THROTTLE_REDIS_URL") or (
+    os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0") if os.environ.get("Q_BROKER") == "redis" else ""
+)
+CACHES: dict[str, dict[str, Any]] = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _THROTTLE_REDIS_URL}
+        if _THROTTLE_REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "throttle_cache"}
+    ),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Document ingestion API",

@@ -5,3 +5,15 @@ from config.settings import INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Throttles and lockouts stay on (their counters live in the shared database cache), with limits
+# no functional test reaches; tests/api/test_throttles.py sets its own.
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,  # noqa: F405
+    "DEFAULT_THROTTLE_RATES": {
+        scope: os.environ.get(f"THROTTLE_{scope.upper()}", "100000/min")  # noqa: F405
+        for scope in ("upload_user", "upload_ip", "search_user", "search_ip")
+    },
+}
+AUTH_FAILURE_LIMIT_PER_ADDRESS = env_int("AUTH_FAILURE_LIMIT_PER_ADDRESS", 100_000)  # noqa: F405
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 100_000)  # noqa: F405
