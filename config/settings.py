@@ -33,7 +33,42 @@ def env_float(name: str, default: float) -> float:
 
 
 DEBUG = env_bool("DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY", "insecure-development-key-set-SECRET_KEY-in-production")
+
+
+def _secret_key() -> str:
+    """``SECRET_KEY``, or the key kept in ``SECRET_KEY_FILE`` (created on first use: the ``make run``
+    demo keeps one under ``var/``). Without either only DEBUG may start, with a throwaway key.
+
+    Signed cookies, password reset links and django-q2's signed (pickled) task packages all rest
+    on it: a public default would let anyone who can write to the broker run code on the workers.
+    """
+    key = os.environ.get("SECRET_KEY", "")
+    key_file = os.environ.get("SECRET_KEY_FILE", "")
+    if not key and key_file:
+        path = Path(key_file) if Path(key_file).is_absolute() else BASE_DIR / key_file
+        if not path.exists():
+            import secrets
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+                out.write(secrets.token_urlsafe(50))
+        key = path.read_text().strip()
+    if key and key not in _PUBLIC_KEYS:
+        return key
+    if DEBUG:
+        import secrets
+
+        return secrets.token_urlsafe(50)  # throwaway: sessions end with the process
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set (or is a public example). Set SECRET_KEY or SECRET_KEY_FILE, or DEBUG=1 "
+        "for development."
+    )
+
+
+_PUBLIC_KEYS = frozenset({"insecure-development-key-set-SECRET_KEY-in-production", "changeme", "secret"})
+SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h]
 
 INSTALLED_APPS = [
@@ -61,7 +96,23 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.security.ContentSecurityPolicyMiddleware",
 ]
+
+# --- HTTPS and browser protections, from the environment (check --deploy is clean with them set) --
+# Behind a TLS-terminating proxy, SECURE_PROXY_SSL_HEADER=1 trusts its X-Forwarded-Proto: only
+# when that proxy is the only way in (as TRUSTED_PROXY_COUNT).
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
+if env_bool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+# Sent on every response when set, e.g. "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'".
+CONTENT_SECURITY_POLICY = os.environ.get("CONTENT_SECURITY_POLICY", "")
 
 ROOT_URLCONF = "config.urls"
 TEMPLATES = [
@@ -182,12 +233,23 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The schema and the docs page need a login or a token unless API_SCHEMA_PUBLIC=1.
+    "SERVE_PERMISSIONS": [
+        "rest_framework.permissions.AllowAny"
+        if env_bool("API_SCHEMA_PUBLIC", False)
+        else "rest_framework.permissions.IsAuthenticated"
+    ],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "documents.api.schema.add_event_stream",
     ],
 }
 SSE_KEEPALIVE_SECONDS = env_float("SSE_KEEPALIVE_SECONDS", 15)
+# Open event streams per user and in all (counted in the shared "throttle" cache), and how long
+# one stream lives before the client reconnects with Last-Event-ID.
+SSE_MAX_STREAMS_PER_USER = env_int("SSE_MAX_STREAMS_PER_USER", 20)
+SSE_MAX_STREAMS = env_int("SSE_MAX_STREAMS", 2000)
+SSE_MAX_STREAM_SECONDS = env_float("SSE_MAX_STREAM_SECONDS", 600)
 
 # --- the job engine -------------------------------------------------------------------------
 # Seconds a claim or heartbeat keeps the lease; the heartbeat renews it every third of that.

@@ -1,5 +1,11 @@
 """Test settings: the platform's own, plus a test app that registers a toy pipeline."""
 
+import os
+
+# Tests and the servers they start share one key of their own (config.settings refuses to start
+# without a key unless DEBUG).
+os.environ.setdefault("SECRET_KEY", "tests-only-key-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGH")
+
 from config.settings import *  # noqa: F403
 from config.settings import INSTALLED_APPS
 
@@ -11,9 +17,11 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 REST_FRAMEWORK = {
     **REST_FRAMEWORK,  # noqa: F405
     "DEFAULT_THROTTLE_RATES": {
-        scope: os.environ.get(f"THROTTLE_{scope.upper()}", "100000/min")  # noqa: F405
+        scope: os.environ.get(f"THROTTLE_{scope.upper()}", "100000/min")
         for scope in ("upload_user", "upload_ip", "search_user", "search_ip")
     },
 }
 AUTH_FAILURE_LIMIT_PER_ADDRESS = env_int("AUTH_FAILURE_LIMIT_PER_ADDRESS", 100_000)  # noqa: F405
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 100_000)  # noqa: F405
+SSE_MAX_STREAMS_PER_USER = env_int("SSE_MAX_STREAMS_PER_USER", 100_000)  # noqa: F405
+SSE_MAX_STREAMS = env_int("SSE_MAX_STREAMS", 100_000)  # noqa: F405
