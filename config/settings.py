@@ -267,6 +267,9 @@ JOBS_STUCK_EXIT_SECONDS = env_float("JOBS_STUCK_EXIT_SECONDS", 30)
 JOBS_PROGRESS_WRITE_SECONDS = env_float("JOBS_PROGRESS_WRITE_SECONDS", 0.5)
 # A worker sweeps the temp directory for what dead workers of its machine left at most this often.
 JOBS_SCRATCH_SWEEP_SECONDS = env_float("JOBS_SCRATCH_SWEEP_SECONDS", 300)
+# Where job temp directories live; default: a folder of this deployment (named after its
+# database) in the temp directory, so that deployments sharing a machine never sweep each other's.
+JOBS_SCRATCH_DIR = os.environ.get("JOBS_SCRATCH_DIR", "")
 # Extra modules that register pipelines (tests and add-ons; apps register in ready()).
 JOBS_PIPELINE_MODULES = [m for m in os.environ.get("JOBS_PIPELINE_MODULES", "").split(",") if m]
 
