@@ -112,6 +112,7 @@ class Child:
                 "documents.engines.sandbox_child",
                 str(int(settings.DOCUMENTS_SANDBOX_CPU_SECONDS)),
                 str(int(settings.DOCUMENTS_SANDBOX_MEMORY_BYTES)),
+                str(os.getpid()),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

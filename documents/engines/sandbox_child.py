@@ -1,6 +1,6 @@
 """The child side of the parsing sandbox: reads untrusted bytes under resource limits.
 
-Started by :mod:`documents.sandbox` as ``python -m documents.engines.sandbox_child CPU AS``. It
+Started by :mod:`documents.sandbox` as ``python -m documents.engines.sandbox_child CPU AS PARENT``. It
 never imports Django and never touches the database: it gets requests on stdin and answers on its
 original stdout, one length-prefixed JSON frame each (JSON, not pickle, so that a child subverted
 by a hostile file cannot make the worker run code). Its own limits come first, before any
@@ -15,6 +15,7 @@ import importlib
 import itertools
 import os
 import resource
+import signal
 import struct
 import sys
 from collections.abc import Callable
@@ -51,6 +52,22 @@ def parse_pages(path: str, kind: str, start: int, count: int, limits: dict[str, 
 ENTRYPOINTS: dict[str, Callable[..., Any]] = {"parse_pages": parse_pages}
 # Deployments and tests may name modules whose ``SANDBOX_ENTRYPOINTS`` add callables.
 EXTRA_MODULES_ENV = "SANDBOX_EXTRA_MODULES"
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: the kernel kills this child when its worker dies (SIGKILL, the OOM killer), even in
+    the middle of a parse; without it the child would spin on until its CPU budget ran out."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return  # not Linux: the closed pipe ends the child at its next read
+    if os.getppid() != parent_pid:  # the worker died before prctl took effect
+        os._exit(0)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _limit_self(cpu_seconds: int, address_space: int) -> None:
@@ -96,7 +113,8 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    cpu_seconds, address_space = int(argv[1]), int(argv[2])
+    cpu_seconds, address_space, parent_pid = int(argv[1]), int(argv[2]), int(argv[3])
+    _die_with_parent(parent_pid)
     # The protocol keeps the real stdout; anything a library prints goes to stderr instead.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

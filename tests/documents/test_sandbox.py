@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +15,9 @@ from pytest_django.fixtures import Settings as DjangoSettings
 from documents import sandbox
 from documents.engines.sniff import Kind
 from jobs.errors import CancelRequested, StageFailure
-from tests.conftest import wait_for
+from tests.conftest import ROOT, child_env, wait_for
 from tests.documents import files
+from tests.reliability.helpers import alive, children
 
 
 @pytest.fixture(autouse=True)
@@ -127,3 +130,23 @@ def _children() -> list[int]:
         if fields[1] == mine and fields[0] != "Z":
             found.append(int(entry))
     return found
+
+
+def test_a_child_dies_with_its_worker(tmp_path: Path) -> None:
+    """A worker SIGKILLed mid-parse (the OOM killer, a chaos test) takes its spinning child along."""
+    script = (
+        "import django; django.setup()\n"
+        "from documents import sandbox\n"
+        "sandbox.sandbox_call('test.spin', 600)\n"
+    )
+    env = child_env(DOCUMENTS_SANDBOX_EXTRA_MODULES="tests.documents.sandbox_helpers")
+    worker = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=ROOT)
+    try:
+        found = wait_for(lambda: children(worker.pid), timeout=30, what="the worker's sandbox child")
+        (child,) = found
+        worker.kill()
+        worker.wait(timeout=10)
+        wait_for(lambda: gone(child) or not alive(child), timeout=10, what="the orphaned child to die")
+    finally:
+        if worker.poll() is None:
+            worker.kill()
