@@ -76,6 +76,9 @@ TOO_MANY_CHUNKS = _limit_cause(
 )
 
 _FRAME = struct.Struct(">I")
+_CHILD_ENV = frozenset(
+    {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "VIRTUAL_ENV", "PYTHONHASHSEED"}
+)
 _POLL_SECONDS = 0.1
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,13 +101,14 @@ class Child:
     """One sandbox child process and its pipes."""
 
     def __init__(self) -> None:
-        env = {
-            **os.environ,
+        # Only what an interpreter needs: the worker's environment holds the database URL, the
+        # secret key and API keys, none of which a parser of hostile bytes should be able to read.
+        env = {key: value for key, value in os.environ.items() if key in _CHILD_ENV}
+        env |= {
             "PYTHONPATH": os.pathsep.join(filter(None, [str(_PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
             "PYTHONDONTWRITEBYTECODE": "1",
             "SANDBOX_EXTRA_MODULES": ",".join(settings.DOCUMENTS_SANDBOX_EXTRA_MODULES),
         }
-        env.pop("DJANGO_SETTINGS_MODULE", None)  # the child must not need (or read) the settings
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -162,7 +166,7 @@ class Child:
     def _read_answer(self, check: Callable[[], None], deadline: float, wall_seconds: float) -> dict[str, Any]:
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
-        buffer = b""
+        buffer = bytearray()
         needed: int | None = None
         while True:
             check()
@@ -181,7 +185,7 @@ class Child:
             if needed is None and len(buffer) >= _FRAME.size:
                 needed = _FRAME.size + _FRAME.unpack_from(buffer)[0]
             if needed is not None and len(buffer) >= needed:
-                decoded: dict[str, Any] = json.loads(buffer[_FRAME.size : needed])
+                decoded: dict[str, Any] = json.loads(bytes(buffer[_FRAME.size : needed]))
                 return decoded
 
     def _death_failure(self) -> StageFailure:

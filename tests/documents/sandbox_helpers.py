@@ -35,10 +35,15 @@ def pid() -> int:
     return os.getpid()
 
 
+def environment() -> list[str]:
+    return sorted(os.environ)
+
+
 SANDBOX_ENTRYPOINTS: dict[str, Any] = {
     "test.spin": spin,
     "test.burn": burn,
     "test.allocate": allocate,
     "test.crash": crash,
     "test.pid": pid,
+    "test.environment": environment,
 }

@@ -46,6 +46,14 @@ def test_pages_come_back_from_the_child(tmp_path: Path) -> None:
     assert "Second harbor page." in answer["pages"][0]["text"]
 
 
+def test_the_child_sees_none_of_the_workers_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SECRET_KEY", "worker-secret")
+    monkeypatch.setenv("DATABASE_URL", "postgres://user:password@db/prod")
+    monkeypatch.setenv("EMBEDDINGS_HTTP_API_KEY", "sk-worker")
+    names = set(sandbox.sandbox_call("test.environment"))
+    assert not names & {"SECRET_KEY", "DATABASE_URL", "EMBEDDINGS_HTTP_API_KEY", "DJANGO_SETTINGS_MODULE"}
+
+
 def test_a_child_is_reused_and_replaced_after_a_failure() -> None:
     first = sandbox.sandbox_call("test.pid")
     assert sandbox.sandbox_call("test.pid") == first
