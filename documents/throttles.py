@@ -84,6 +84,12 @@ UPLOAD_THROTTLES: list[type[BaseThrottle]] = [UploadUserThrottle, UploadAddressT
 SEARCH_THROTTLES: list[type[BaseThrottle]] = [SearchUserThrottle, SearchAddressThrottle]
 
 
+def page_throttled(request: HttpRequest, throttles: list[type[BaseThrottle]]) -> bool:
+    """Whether a page request (upload form, search page) is over one of the API's rates: the
+    pages count in the same counters, so they are no way around the API's throttles."""
+    return not all(throttle().allow_request(request, None) for throttle in throttles)  # type: ignore[arg-type]
+
+
 # --- failed credentials -------------------------------------------------------------------------
 
 
