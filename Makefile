@@ -18,14 +18,18 @@ $(VENV)/.installed: pyproject.toml requirements-model.txt | $(BIN)/python
 
 setup: $(VENV)/.installed
 
+# The demo's secret key is generated on first use and kept in var/ (settings refuse to start
+# without one); a deployment sets SECRET_KEY or SECRET_KEY_FILE itself.
+DEMO_ENV := SECRET_KEY_FILE=var/secret_key
+
 migrate: setup
-	$(BIN)/python manage.py migrate --noinput
+	$(DEMO_ENV) $(BIN)/python manage.py migrate --noinput
 
 # The whole platform on SQLite: ASGI web server, django-q2 cluster and the reaper loop, with a
 # demo user and the bundled samples ingested (followed live in the terminal) on the first run.
 run: migrate
-	$(BIN)/python manage.py demo_setup
-	$(BIN)/python manage.py run_platform --then "ingest documents/samples --tenant demo"
+	$(DEMO_ENV) $(BIN)/python manage.py demo_setup
+	$(DEMO_ENV) $(BIN)/python manage.py run_platform --then "ingest documents/samples --tenant demo"
 
 lint: setup
 	$(BIN)/ruff check .

@@ -232,6 +232,8 @@ def base_env(*, settings: str, database_url: str, var_dir: Path, **extra: str) -
         "LOG_LEVEL": "WARNING",
         "Q_LOG_LEVEL": "WARNING",
         "PYTHONWARNINGS": "ignore",
+        # config.settings refuses to start without a key: the benchmark's own, for its processes.
+        "SECRET_KEY": os.environ.get("SECRET_KEY") or "bench-only-key-0123456789-abcdefghijklmnopqrstuvwxyz",
     }
     if not database_url:
         env.pop("DATABASE_URL")
@@ -248,6 +250,7 @@ def setup_django(env: dict[str, str]) -> None:
         "MEDIA_ROOT",
         "DB_POOL",
         "DB_CONN_MAX_AGE",
+        "SECRET_KEY",
     ):
         if key in env:
             os.environ[key] = env[key]

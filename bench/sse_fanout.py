@@ -430,14 +430,15 @@ def main() -> int:
                     "--backlog",
                     "4096",
                 ],
-                {**env, "DB_POOL": "1"},
+                # The stream caps are settings: raised so that 1,000 subscribers are measured.
+                {**env, "DB_POOL": "1", "SSE_MAX_STREAMS_PER_USER": "100000", "SSE_MAX_STREAMS": "100000"},
             )
             try:
                 import httpx
 
                 def up(base: str = base) -> bool:
                     try:
-                        return httpx.get(f"{base}/api/schema/", timeout=2).status_code == 200
+                        return httpx.get(f"{base}/accounts/login/", timeout=2).status_code == 200
                     except httpx.HTTPError:
                         return False
 

@@ -4,6 +4,9 @@ The embedded default is SQLite under ``var/`` with no other service. ``DATABASE_
 to PostgreSQL (psycopg 3); ``Q_BROKER=redis`` moves django-q2 to Redis for several machines.
 """
 
+# long-module: every setting is read from the environment here, grouped by concern; one file is
+# what an operator greps for a variable name.
+
 from __future__ import annotations
 
 import os
@@ -33,7 +36,42 @@ def env_float(name: str, default: float) -> float:
 
 
 DEBUG = env_bool("DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY", "insecure-development-key-set-SECRET_KEY-in-production")
+
+
+def _secret_key() -> str:
+    """``SECRET_KEY``, or the key kept in ``SECRET_KEY_FILE`` (created on first use: the ``make run``
+    demo keeps one under ``var/``). Without either only DEBUG may start, with a throwaway key.
+
+    Signed cookies, password reset links and django-q2's signed (pickled) task packages all rest
+    on it: a public default would let anyone who can write to the broker run code on the workers.
+    """
+    key = os.environ.get("SECRET_KEY", "")
+    key_file = os.environ.get("SECRET_KEY_FILE", "")
+    if not key and key_file:
+        path = Path(key_file) if Path(key_file).is_absolute() else BASE_DIR / key_file
+        if not path.exists():
+            import secrets
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+                out.write(secrets.token_urlsafe(50))
+        key = path.read_text().strip()
+    if key and key not in _PUBLIC_KEYS:
+        return key
+    if DEBUG:
+        import secrets
+
+        return secrets.token_urlsafe(50)  # throwaway: sessions end with the process
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set (or is a public example). Set SECRET_KEY or SECRET_KEY_FILE, or DEBUG=1 "
+        "for development."
+    )
+
+
+_PUBLIC_KEYS = frozenset({"insecure-development-key-set-SECRET_KEY-in-production", "changeme", "secret"})
+SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h]
 
 INSTALLED_APPS = [
@@ -61,7 +99,23 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.security.ContentSecurityPolicyMiddleware",
 ]
+
+# --- HTTPS and browser protections, from the environment (check --deploy is clean with them set) --
+# Behind a TLS-terminating proxy, SECURE_PROXY_SSL_HEADER=1 trusts its X-Forwarded-Proto: only
+# when that proxy is the only way in (as TRUSTED_PROXY_COUNT).
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
+if env_bool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+# Sent on every response when set, e.g. "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'".
+CONTENT_SECURITY_POLICY = os.environ.get("CONTENT_SECURITY_POLICY", "")
 
 ROOT_URLCONF = "config.urls"
 TEMPLATES = [
@@ -111,7 +165,17 @@ def database_config() -> dict[str, Any]:
 DATABASES = {"default": database_config()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = [
+    {"NAME": f"django.contrib.auth.password_validation.{name}"}
+    for name in (
+        "UserAttributeSimilarityValidator",
+        "MinimumLengthValidator",
+        "CommonPasswordValidator",
+        "NumericPasswordValidator",
+    )
+]
+# The password backend with a lockout after repeated failures (documents/throttles.py).
+AUTHENTICATION_BACKENDS = ["documents.throttles.LockoutModelBackend"]
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
@@ -137,6 +201,32 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "documents.api.errors.handle_exception",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # Rates of documents/throttles.py (per user and per client address), counted in the shared
+    # "throttle" cache; "n/second|minute|hour|day".
+    "DEFAULT_THROTTLE_RATES": {
+        "upload_user": os.environ.get("THROTTLE_UPLOAD_USER", "60/min"),
+        "upload_ip": os.environ.get("THROTTLE_UPLOAD_IP", "120/min"),
+        "search_user": os.environ.get("THROTTLE_SEARCH_USER", "120/min"),
+        "search_ip": os.environ.get("THROTTLE_SEARCH_IP", "240/min"),
+    },
+    # Proxies in front of the web tier whose X-Forwarded-For is believed (0: the socket address).
+    "NUM_PROXIES": env_int("TRUSTED_PROXY_COUNT", 0),
+}
+AUTH_FAILURE_WINDOW_SECONDS = env_int("AUTH_FAILURE_WINDOW_SECONDS", 900)
+AUTH_FAILURE_LIMIT_PER_ADDRESS = env_int("AUTH_FAILURE_LIMIT_PER_ADDRESS", 50)  # bad tokens or passwords
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)  # wrong passwords per user name
+# Counters of throttles, lockouts and SSE caps must be shared by every web process: the database
+# cache on the embedded default (its table comes with the migrations), Redis when configured.
+_THROTTLE_REDIS_URL = os.environ.get("THROTTLE_REDIS_URL") or (
+    os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0") if os.environ.get("Q_BROKER") == "redis" else ""
+)
+CACHES: dict[str, dict[str, Any]] = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _THROTTLE_REDIS_URL}
+        if _THROTTLE_REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "throttle_cache"}
+    ),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Document ingestion API",
@@ -146,12 +236,23 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The schema and the docs page need a login or a token unless API_SCHEMA_PUBLIC=1.
+    "SERVE_PERMISSIONS": [
+        "rest_framework.permissions.AllowAny"
+        if env_bool("API_SCHEMA_PUBLIC", False)
+        else "rest_framework.permissions.IsAuthenticated"
+    ],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "documents.api.schema.add_event_stream",
     ],
 }
 SSE_KEEPALIVE_SECONDS = env_float("SSE_KEEPALIVE_SECONDS", 15)
+# Open event streams per user and in all (counted in the shared "throttle" cache), and how long
+# one stream lives before the client reconnects with Last-Event-ID.
+SSE_MAX_STREAMS_PER_USER = env_int("SSE_MAX_STREAMS_PER_USER", 20)
+SSE_MAX_STREAMS = env_int("SSE_MAX_STREAMS", 2000)
+SSE_MAX_STREAM_SECONDS = env_float("SSE_MAX_STREAM_SECONDS", 600)
 
 # --- the job engine -------------------------------------------------------------------------
 # Seconds a claim or heartbeat keeps the lease; the heartbeat renews it every third of that.
@@ -169,6 +270,9 @@ JOBS_STUCK_EXIT_SECONDS = env_float("JOBS_STUCK_EXIT_SECONDS", 30)
 JOBS_PROGRESS_WRITE_SECONDS = env_float("JOBS_PROGRESS_WRITE_SECONDS", 0.5)
 # A worker sweeps the temp directory for what dead workers of its machine left at most this often.
 JOBS_SCRATCH_SWEEP_SECONDS = env_float("JOBS_SCRATCH_SWEEP_SECONDS", 300)
+# Where job temp directories live; default: a folder of this deployment (named after its
+# database) in the temp directory, so that deployments sharing a machine never sweep each other's.
+JOBS_SCRATCH_DIR = os.environ.get("JOBS_SCRATCH_DIR", "")
 # Extra modules that register pipelines (tests and add-ons; apps register in ready()).
 JOBS_PIPELINE_MODULES = [m for m in os.environ.get("JOBS_PIPELINE_MODULES", "").split(",") if m]
 
@@ -180,6 +284,14 @@ METRICS_ALLOWED_IPS = [a.strip() for a in os.environ.get("METRICS_ALLOWED_IPS", 
 
 # --- documents ------------------------------------------------------------------------------
 DOCUMENTS_MAX_UPLOAD_BYTES = env_int("DOCUMENTS_MAX_UPLOAD_BYTES", 50 * 1024 * 1024)
+# The request body limit, checked before authentication (config/body_limit.py, documents/uploads.py):
+# the upload limit plus room for the multipart envelope and form fields.
+REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", DOCUMENTS_MAX_UPLOAD_BYTES + 1024 * 1024)
+FILE_UPLOAD_HANDLERS = [
+    "documents.uploads.BodyLimitUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 OCR_ENGINE = os.environ.get("OCR_ENGINE", "")  # tesseract | rapidocr | "" (whichever is installed)
@@ -206,6 +318,27 @@ EMBEDDINGS_HTTP_BATCH_SIZE = env_int("EMBEDDINGS_HTTP_BATCH_SIZE", 64)
 EMBEDDINGS_HTTP_TIMEOUT = env_float("EMBEDDINGS_HTTP_TIMEOUT", 30)
 EMBEDDINGS_HTTP_MAX_CONCURRENCY = env_int("EMBEDDINGS_HTTP_MAX_CONCURRENCY", 4)
 EMBEDDINGS_ST_MODEL = os.environ.get("EMBEDDINGS_ST_MODEL", "sentence-transformers/all-MiniLM-L6-v2")
+
+# --- security and limits (issue 16; the README's "Security and limits" lists them all) -------------
+# The parsing sandbox: a child process per worker reads untrusted bytes under these limits.
+DOCUMENTS_SANDBOX_CPU_SECONDS = env_int("DOCUMENTS_SANDBOX_CPU_SECONDS", 120)  # per call
+DOCUMENTS_SANDBOX_WALL_SECONDS = env_float("DOCUMENTS_SANDBOX_WALL_SECONDS", 90)  # per call
+DOCUMENTS_SANDBOX_MEMORY_BYTES = env_int("DOCUMENTS_SANDBOX_MEMORY_BYTES", 2 * 1024**3)  # address space
+DOCUMENTS_SANDBOX_MAX_CALLS = env_int("DOCUMENTS_SANDBOX_MAX_CALLS", 500)  # then a fresh child
+DOCUMENTS_SANDBOX_EXTRA_MODULES = [
+    m for m in os.environ.get("DOCUMENTS_SANDBOX_EXTRA_MODULES", "").split(",") if m
+]
+DOCUMENTS_PARSE_BATCH_PAGES = env_int("DOCUMENTS_PARSE_BATCH_PAGES", 50)  # pages per sandbox call
+DOCUMENTS_MAX_PAGES = env_int("DOCUMENTS_MAX_PAGES", 10_000)
+DOCUMENTS_MAX_TEXT_CHARS = env_int("DOCUMENTS_MAX_TEXT_CHARS", 20_000_000)
+DOCUMENTS_MAX_HTML_DEPTH = env_int("DOCUMENTS_MAX_HTML_DEPTH", 25_000)
+DOCUMENTS_MAX_LINE_CHARS = env_int("DOCUMENTS_MAX_LINE_CHARS", 1_000_000)  # Markdown (pattern-based)
+DOCUMENTS_MAX_RENDER_PIXELS = env_int("DOCUMENTS_MAX_RENDER_PIXELS", 100_000_000)  # a page rendered for OCR
+DOCUMENTS_MAX_CHUNKS = env_int("DOCUMENTS_MAX_CHUNKS", 50_000)  # per version
+# DOCX zip members, checked on the archive's directory at upload (code docx_bomb).
+DOCUMENTS_DOCX_MAX_MEMBER_BYTES = env_int("DOCUMENTS_DOCX_MAX_MEMBER_BYTES", 100 * 1024**2)
+DOCUMENTS_DOCX_MAX_XML_BYTES = env_int("DOCUMENTS_DOCX_MAX_XML_BYTES", 25 * 1024**2)
+DOCUMENTS_DOCX_MAX_TOTAL_BYTES = env_int("DOCUMENTS_DOCX_MAX_TOTAL_BYTES", 300 * 1024**2)
 
 # --- django-q2 ------------------------------------------------------------------------------
 Q_TIMEOUT = env_int("Q_TIMEOUT", 3600)

@@ -7,6 +7,7 @@ translation: the status JSON carries them as they are, the pages show them trans
 
 from __future__ import annotations
 
+from documents.engines import limits
 from jobs.errors import Cause, UserAction
 from jobs.errors import _ as _
 from jobs.retry import RetryRule
@@ -114,6 +115,40 @@ SUPERSEDED = Cause(
     rule=_NO_RETRY,
 )
 
+# What one document may expand to while it is read (documents/engines/limits.py, enforced in the
+# parsing sandbox): each limit fails with its own cause, and a re-upload of a smaller file is the way.
+RESOURCE_LIMIT = Cause(
+    limits.RESOURCE_LIMIT,
+    _("Reading the file needed more memory than allowed. It was retried; an operator has been told."),
+    UserAction.CONTACT_OPERATOR,
+    transient=False,
+    user_retryable=True,
+    rule=RetryRule(max_attempts=2, base_delay=5),
+)
+
+
+def _limit(code: str, message: str) -> Cause:
+    return Cause(code, message, UserAction.REUPLOAD, transient=False, user_retryable=False, rule=_NO_RETRY)
+
+
+TOO_MANY_PAGES = _limit(
+    limits.TOO_MANY_PAGES, _("The file has more pages than allowed. Split it and upload the parts.")
+)
+TEXT_TOO_LONG = _limit(
+    limits.TEXT_TOO_LONG, _("The file has more text than allowed. Split it and upload the parts.")
+)
+NESTING_TOO_DEEP = _limit(
+    limits.NESTING_TOO_DEEP, _("The page's markup is nested too deeply to read safely.")
+)
+LINE_TOO_LONG = _limit(
+    limits.LINE_TOO_LONG,
+    _("The file has a line too long to read safely. Add line breaks and upload it again."),
+)
+PAGE_TOO_LARGE = _limit(limits.PAGE_TOO_LARGE, _("A page is too large to render for text recognition."))
+TOO_MANY_CHUNKS = _limit(
+    limits.TOO_MANY_CHUNKS, _("The file has more text than allowed. Split it and upload the parts.")
+)
+
 ALL = (
     UNSUPPORTED_INPUT,
     CORRUPT_INPUT,
@@ -127,4 +162,11 @@ ALL = (
     EMBEDDING_AUTH,
     INDEX_WRITE_FAILED,
     SUPERSEDED,
+    RESOURCE_LIMIT,
+    TOO_MANY_PAGES,
+    TEXT_TOO_LONG,
+    NESTING_TOO_DEEP,
+    LINE_TOO_LONG,
+    PAGE_TOO_LARGE,
+    TOO_MANY_CHUNKS,
 )

@@ -38,6 +38,7 @@ from documents.selectors import (
 )
 from documents.services.upload import UploadResult, document_upload
 from documents.templatetags.status_words import js_catalog
+from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES, page_throttled
 from jobs.errors import JobConflict
 from jobs.models import FINISHED, Actor, Status
 from jobs.services.lifecycle import job_cancel, job_retry
@@ -89,6 +90,10 @@ def _upload(
     """
     if not all(form.is_valid() for form in forms):
         return None, 400
+    if page_throttled(request, UPLOAD_THROTTLES):
+        for form in forms:
+            form.add_error("file", _("Too many uploads in a short time. Wait a minute and try again."))
+        return None, 429
     upload = forms[0].cleaned_data["file"]
     try:
         result = document_upload(
@@ -265,6 +270,9 @@ def _job_action(
 def search_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     """Search the tenant's published versions; snippets show the query's terms marked."""
     query = request.GET.get("q", "").strip()[:500]
+    if query and page_throttled(request, SEARCH_THROTTLES):
+        messages.error(request, _("Too many searches in a short time. Wait a minute and try again."))
+        return render(request, "documents/search.html", {"query": query, "hits": []}, status=429)
     hits = search(tenant, query, SEARCH_RESULTS) if query else []
     return render(request, "documents/search.html", {"query": query, "hits": hits})
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from jobs.errors import CancelRequested, LeaseLost, StageTimeout
+from jobs.scratch import scratch_root
 from jobs.services import worker as worker_services
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ class StageContext:
     def temp_dir(self) -> Path:
         """A private directory for this attempt, removed whatever happens."""
         if self._temp_dir is None:
-            self._temp_dir = Path(tempfile.mkdtemp(prefix=f"job-{self.job_id}-"))
+            self._temp_dir = Path(tempfile.mkdtemp(prefix=f"job-{self.job_id}-", dir=scratch_root()))
         return self._temp_dir
 
     # --- what the handler does ----------------------------------------------------------------

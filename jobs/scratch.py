@@ -3,12 +3,16 @@
 A stage's private temp directory is removed when the stage ends, but not when its worker is
 SIGKILLed or the machine loses power. Temp directories live on the worker's own machine, so each
 machine's workers sweep their own: a ``job-<id>-...`` directory whose job is no longer leased to
-a live process of this machine is removed. Pipelines may register other leftovers by name pattern
+a live process of this machine is removed. The directories live in a folder of this deployment
+(:func:`scratch_root`: named after its database, or ``JOBS_SCRATCH_DIR``): another deployment
+sharing the machine's temp directory has jobs this database does not know, and its live runs'
+directories looked orphaned here. Pipelines may register other leftovers by name pattern
 with an age past which no live run can still use them (a native engine's temp files, say).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -18,6 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -28,6 +33,22 @@ log = logging.getLogger(__name__)
 PREFIX = "job-"
 _leftovers: dict[str, Callable[[], float]] = {}
 _last_sweep = 0.0
+
+
+def scratch_root() -> Path:
+    """This deployment's folder for job temp directories (created private on first use)."""
+    configured = str(settings.JOBS_SCRATCH_DIR or "")
+    root = Path(configured) if configured else Path(tempfile.gettempdir()) / f"jobs-{deployment_id()}"
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return root
+
+
+def deployment_id(db: dict[str, Any] | None = None) -> str:
+    """Names this deployment by the database it uses (``db``: the default database's settings):
+    the same on every process of it."""
+    db = db if db is not None else settings.DATABASES["default"]
+    identity = "|".join(str(db.get(key) or "") for key in ("ENGINE", "HOST", "PORT", "NAME"))
+    return hashlib.sha256(identity.encode()).hexdigest()[:12]
 
 
 def register_leftover(pattern: str, max_age: Callable[[], float]) -> None:
@@ -51,13 +72,15 @@ def sweep_if_due() -> list[Path]:
 
 
 def sweep(root: Path | None = None) -> list[Path]:
-    """Remove what dead workers of this machine left in ``root`` (the temp directory)."""
-    root = root or Path(tempfile.gettempdir())
-    removed = [path for path in _orphaned_job_dirs(root) if _remove(path)]
+    """Remove what dead workers of this machine left: job directories in ``root`` (this
+    deployment's :func:`scratch_root`) and registered leftovers (in ``root`` when given, else in
+    the temp directory, where engines such as pytesseract write them; those go by age only)."""
+    removed = [path for path in _orphaned_job_dirs(root or scratch_root()) if _remove(path)]
     now = time.time()
+    leftovers_root = root or Path(tempfile.gettempdir())
     for pattern, max_age in _leftovers.items():
         limit = max_age()
-        for path in root.glob(pattern):
+        for path in leftovers_root.glob(pattern):
             if _age(path, now) > limit and _remove(path):
                 removed.append(path)
     if removed:

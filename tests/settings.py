@@ -2,6 +2,10 @@
 
 import os
 
+# Tests and the servers they start share one key of their own (config.settings refuses to start
+# without a key unless DEBUG).
+os.environ.setdefault("SECRET_KEY", "tests-only-key-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGH")
+
 from config.settings import *  # noqa: F403
 from config.settings import INSTALLED_APPS
 
@@ -15,3 +19,16 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # cut, which a semantic model cannot meet (unrelated queries always score above zero); the lead
 # flips this once hybrid lands. EMBEDDINGS_BACKEND=local in the environment runs the suite with the model.
 EMBEDDINGS_BACKEND = os.environ.get("EMBEDDINGS_BACKEND", "hashing")
+# Throttles and lockouts stay on (their counters live in the shared database cache), with limits
+# no functional test reaches; tests/api/test_throttles.py sets its own.
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,  # noqa: F405
+    "DEFAULT_THROTTLE_RATES": {
+        scope: os.environ.get(f"THROTTLE_{scope.upper()}", "100000/min")
+        for scope in ("upload_user", "upload_ip", "search_user", "search_ip")
+    },
+}
+AUTH_FAILURE_LIMIT_PER_ADDRESS = env_int("AUTH_FAILURE_LIMIT_PER_ADDRESS", 100_000)  # noqa: F405
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 100_000)  # noqa: F405
+SSE_MAX_STREAMS_PER_USER = env_int("SSE_MAX_STREAMS_PER_USER", 100_000)  # noqa: F405
+SSE_MAX_STREAMS = env_int("SSE_MAX_STREAMS", 100_000)  # noqa: F405

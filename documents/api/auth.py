@@ -8,15 +8,20 @@ user for :func:`documents.selectors.tenant_for`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, Throttled
 
 from documents.models import Membership
 from documents.selectors import remember_tenant
+from documents.throttles import token_failure_record
+
+if TYPE_CHECKING:
+    from rest_framework.request import Request
 
 
 def user_for_token(key: str) -> tuple[Any, Token] | None:
@@ -39,6 +44,16 @@ def user_for_token(key: str) -> tuple[Any, Token] | None:
 
 
 class TenantTokenAuthentication(TokenAuthentication):
+    def authenticate(self, request: Request) -> tuple[Any, Token] | None:
+        try:
+            return super().authenticate(request)
+        except AuthenticationFailed:
+            # Counted only on failure: a good token costs no extra query (clients poll), and a
+            # guesser past the limit is answered 429 for the rest of the window.
+            if token_failure_record(request) > int(settings.AUTH_FAILURE_LIMIT_PER_ADDRESS):
+                raise Throttled(wait=float(settings.AUTH_FAILURE_WINDOW_SECONDS)) from None
+            raise
+
     def authenticate_credentials(self, key: str) -> tuple[Any, Token]:
         found = user_for_token(key)
         if found is None:

@@ -25,7 +25,12 @@ def add_event_stream(result: dict[str, Any], generator: Any, request: Any, publi
             "parameters": [
                 {"name": "document_id", "in": "path", "required": True, "schema": {"type": "string"}},
                 {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}},
-                {"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "integer"}},
+                {
+                    "name": "Last-Event-ID",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "integer", "minimum": 0, "maximum": 999_999_999_999_999_999},
+                },
             ],
             "security": [{"tokenAuth": []}, {"cookieAuth": []}],
             "responses": {
@@ -36,9 +41,11 @@ def add_event_stream(result: dict[str, Any], generator: Any, request: Any, publi
                 **{
                     code: {"description": text, "content": {"application/json": {"schema": error}}}
                     for code, text in (
+                        ("400", "Last-Event-ID is not an event id (invalid_last_event_id)"),
                         ("401", "Not authenticated"),
                         ("403", "No workspace"),
                         ("404", "Not found"),
+                        ("429", "Too many open streams (too_many_streams)"),
                     )
                 },
             },

@@ -23,7 +23,7 @@ from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from documents.api import notify
+from documents.api import notify, sse_caps
 from documents.api.auth import user_for_token
 from documents.api.errors import error_body
 from documents.models import DocumentVersion
@@ -31,6 +31,7 @@ from documents.selectors import access_version_by_job, job_status, tenant_for
 from jobs.models import Job, JobEvent
 
 FINAL = {"ready", "cancelled", "failed"}
+_MAX_ID_DIGITS = 18  # below 2**63
 
 
 def _user_from_token(request: HttpRequest) -> Any:
@@ -42,22 +43,26 @@ def _user_from_token(request: HttpRequest) -> Any:
     return found[0] if found is not None and found[0].is_active else None
 
 
-def _resolve(request: HttpRequest, document_id: str, job_id: str) -> tuple[int, DocumentVersion | None]:
+def _resolve(request: HttpRequest, document_id: str, job_id: str) -> tuple[int, DocumentVersion | None, Any]:
     try:
         return _check_access(request, document_id, job_id)
     finally:
         connection.close()
 
 
-def _check_access(request: HttpRequest, document_id: str, job_id: str) -> tuple[int, DocumentVersion | None]:
+def _check_access(
+    request: HttpRequest, document_id: str, job_id: str
+) -> tuple[int, DocumentVersion | None, Any]:
+    """The answer's status, the version and the user's id."""
     user = _user_from_token(request) or request.user
     if user is None or not user.is_authenticated:
-        return 401, None
+        return 401, None, None
     tenant = tenant_for(user)
     if tenant is None:
-        return 403, None
+        return 403, None, None
     version = access_version_by_job(tenant, document_id, job_id)
-    return (200, version) if version is not None and version.job is not None else (404, None)
+    found = version is not None and version.job is not None
+    return (200, version, user.pk) if found else (404, None, None)
 
 
 def _job_as_of(job: Job, event: JobEvent) -> Job:
@@ -196,14 +201,17 @@ def _format(event_id: int, name: str, data: dict[str, Any]) -> str:
     return f"id: {event_id}\nevent: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-async def _stream(version_pk: Any, job_id: str, last_id: int | None) -> AsyncIterator[str]:
+async def _stream(version_pk: Any, job_id: str, last_id: int | None, user_id: Any) -> AsyncIterator[str]:
     keepalive = float(settings.SSE_KEEPALIVE_SECONDS)
+    # The client reconnects with Last-Event-ID and misses nothing; a bounded lifetime keeps a
+    # forgotten stream from holding its slot (and a server thread) forever.
+    ends_at = time.monotonic() + float(settings.SSE_MAX_STREAM_SECONDS)
     wake = notify.subscribe(job_id)  # before the first read, so no commit can slip between
     try:
         yield "retry: 2000\n\n"
         reads = shared_reads()
         quiet_since = time.monotonic()
-        while True:
+        while time.monotonic() < ends_at:
             events, done = await reads.read(version_pk, last_id)
             if events:
                 yield "".join(text for _, text in events)
@@ -215,9 +223,10 @@ async def _stream(version_pk: Any, job_id: str, last_id: int | None) -> AsyncIte
             elif time.monotonic() - quiet_since >= keepalive:
                 yield ": keep-alive\n\n"
                 quiet_since = time.monotonic()
-            await notify.wait_for_change(job_id, wake, keepalive)
+            await notify.wait_for_change(job_id, wake, min(keepalive, max(0.0, ends_at - time.monotonic())))
     finally:
         notify.unsubscribe(job_id, wake)
+        await sse_caps.astream_closed(user_id)
 
 
 @csrf_exempt  # read-only; other methods get a 405 in the error shape instead of a CSRF page
@@ -228,7 +237,7 @@ async def job_events(request: HttpRequest, document_id: str, job_id: str) -> Htt
         )
         refused["Allow"] = "GET, HEAD"
         return refused
-    code, version = await sync_to_async(_resolve)(request, document_id, job_id)
+    code, version, user_id = await sync_to_async(_resolve)(request, document_id, job_id)
     if version is None:
         names = {401: "not_authenticated", 403: "permission_denied", 404: "not_found"}
         messages = {
@@ -238,9 +247,24 @@ async def job_events(request: HttpRequest, document_id: str, job_id: str) -> Htt
         }
         return JsonResponse(error_body(names[code], messages[code]), status=code)
     header = request.headers.get("Last-Event-ID", "").strip()
-    last_id = int(header) if header.isdigit() else None
+    # An event id is a positive 64-bit integer: longer digit strings are refused before int()
+    # (5,000 digits passed Python's own digit limit and answered 500).
+    if header and not (header.isascii() and header.isdigit() and len(header) <= _MAX_ID_DIGITS):
+        return JsonResponse(
+            error_body("invalid_last_event_id", "Last-Event-ID must be an event id from this stream."),
+            status=400,
+        )
+    last_id = int(header) if header else None
+    over_cap = await sse_caps.astream_open(user_id)
+    if over_cap is not None:
+        limited = JsonResponse(
+            error_body("too_many_streams", "Too many open event streams. Close one and try again."),
+            status=429,
+        )
+        limited["Retry-After"] = "5"
+        return limited
     response = StreamingHttpResponse(
-        _stream(version.pk, str(version.job_id), last_id), content_type="text/event-stream"
+        _stream(version.pk, str(version.job_id), last_id, user_id), content_type="text/event-stream"
     )
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

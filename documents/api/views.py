@@ -25,6 +25,7 @@ from documents.selectors import (
     versions_of,
 )
 from documents.services.upload import UploadResult, document_upload
+from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES
 from jobs.models import Actor
 from jobs.services.lifecycle import job_cancel, job_retry
 
@@ -130,6 +131,7 @@ class Pages(PageNumberPagination):
 
 
 class DocumentsView(TenantView):
+    throttle_classes = UPLOAD_THROTTLES
     parser_classes = [MultiPartParser, FormParser]
 
     @extend_schema(
@@ -174,6 +176,7 @@ class DocumentView(TenantView):
 
 
 class VersionsView(TenantView):
+    throttle_classes = UPLOAD_THROTTLES
     parser_classes = [MultiPartParser, FormParser]
 
     @extend_schema(
@@ -207,6 +210,8 @@ class JobRetryView(TenantView):
 
 
 class SearchView(TenantView):
+    throttle_classes = SEARCH_THROTTLES
+
     @extend_schema(parameters=[s.SearchIn], responses={200: s.SearchOut, **ERRORS})
     def get(self, request: Request) -> Response:
         query = s.SearchIn(data=request.query_params)

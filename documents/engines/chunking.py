@@ -86,13 +86,14 @@ _WORD_CHARS_PER_UNIT = 8
 def _deci_tokens(text: str) -> int:
     """Estimated tokens of ``text``, in tenths. Splitting a text never lowers the sum of its parts.
 
-    A word counts 1.3 per started run of 8 characters, so a text without spaces (a hex dump, one
-    giant "word") is measured by its length and split, instead of passing as a single token.
+    A word counts 1.3 per started run of 8 characters and a punctuation run 1 per 8, so a text
+    without spaces (a hex dump, one giant "word", a line of two million "[") is measured by its
+    length and split, instead of passing as a single token.
     """
     total = 0
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup or "punct"
-        units = -(-len(m.group()) // _WORD_CHARS_PER_UNIT) if kind == "word" else 1
+        units = 1 if kind == "cjk" else -(-len(m.group()) // _WORD_CHARS_PER_UNIT)
         total += _DECI_PER[kind] * units
     return total
 

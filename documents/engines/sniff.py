@@ -244,7 +244,10 @@ _MARKDOWN_STRONG = (
     re.compile(r"^ {0,3}(?:```|~~~)", re.MULTILINE),  # code fence
     # table rule under a header row: | --- | :---: |
     re.compile(r"^ {0,3}\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)+\|?[ \t]*$", re.MULTILINE),
-    re.compile(r"!?\[[^\]\n]+\]\([^)\s]+\)"),  # inline link or image
+    # inline link or image. Neither part may contain its own brackets, so each scan from a "[" or
+    # "](" stops at the next one: linear. "[^\]]+" backtracked over a whole line from every "[",
+    # and a 64 KB line of "[" held the upload request (and the GIL) for 8 s.
+    re.compile(r"!?\[[^\[\]\n]+\]\([^()\s]+\)"),
 )
 _MARKDOWN_WEAK = (
     re.compile(r"^ {0,3}[-*+][ \t]+\S", re.MULTILINE),  # bullet item

@@ -80,7 +80,9 @@ UNSUPPORTED_MESSAGE = (
 )
 
 
-def validate_upload(data: bytes | Readable, *, filename: str, max_bytes: int) -> ValidatedUpload:
+def validate_upload(
+    data: bytes | Readable, *, filename: str, max_bytes: int, docx_limits: DocxLimits | None = None
+) -> ValidatedUpload:
     """Check an upload by its content and return what it is, or raise :class:`UploadRejected`.
 
     At most ``max_bytes + 1`` bytes are read from a file-like ``data``. The client's name and MIME
@@ -112,7 +114,7 @@ def validate_upload(data: bytes | Readable, *, filename: str, max_bytes: int) ->
         )
     if sniffed.kind is Kind.DOCX:
         try:
-            check_docx_archive(content)
+            check_docx_archive(content, limits=docx_limits or DOCX_LIMITS)
         except DocxArchiveRejected as exc:
             raise _docx_rejection(exc.problem, exc.detail) from exc
     return ValidatedUpload(
@@ -184,6 +186,10 @@ class DocxLimits:
     max_ratio: float = 200
     # Small members compress absurdly well (a page of spaces) yet cannot exhaust memory.
     ratio_floor_bytes: int = MB
+    # XML parts are parsed into trees (about 17x their size in memory): a 95 MB document.xml
+    # inside a 12.6 MB DOCX passed the limits above and parsed for over 10 minutes at 1.6 GB.
+    # Media parts (images) are only copied, so they keep the larger member limit.
+    max_xml_member_bytes: int = 25 * MB
 
 
 DOCX_LIMITS = DocxLimits()
@@ -213,7 +219,8 @@ def check_docx_archive(data: bytes, *, limits: DocxLimits = DOCX_LIMITS) -> None
     total = 0
     for member in members:
         size, packed = member.file_size, max(member.compress_size, 1)
-        if size > limits.max_member_bytes:
+        xml = member.filename.endswith((".xml", ".rels"))
+        if size > limits.max_member_bytes or (xml and size > limits.max_xml_member_bytes):
             raise DocxArchiveRejected(
                 ArchiveProblem.TOO_LARGE, f"{member.filename!r} expands to {size} bytes"
             )

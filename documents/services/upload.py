@@ -18,7 +18,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from documents.engines.validation import UploadRejected, ValidatedUpload, validate_upload
+from documents.engines.validation import DocxLimits, UploadRejected, ValidatedUpload, validate_upload
 from documents.models import Document, DocumentVersion, Tenant
 from documents.pipeline import KIND
 from jobs.models import Actor, Job
@@ -62,6 +62,15 @@ def check_quota(tenant: Tenant) -> None:
         raise QuotaExceeded(full.limit) from full
 
 
+def docx_limits() -> DocxLimits:
+    """What a DOCX may expand to, from the settings (checked on its zip directory at upload)."""
+    return DocxLimits(
+        max_member_bytes=int(settings.DOCUMENTS_DOCX_MAX_MEMBER_BYTES),
+        max_total_bytes=int(settings.DOCUMENTS_DOCX_MAX_TOTAL_BYTES),
+        max_xml_member_bytes=int(settings.DOCUMENTS_DOCX_MAX_XML_BYTES),
+    )
+
+
 def document_upload(
     *,
     tenant: Tenant,
@@ -77,7 +86,9 @@ def document_upload(
     """
     if document is not None and document.tenant_id != tenant.pk:
         raise ValueError("the document belongs to another tenant")
-    checked = validate_upload(data, filename=filename, max_bytes=settings.DOCUMENTS_MAX_UPLOAD_BYTES)
+    checked = validate_upload(
+        data, filename=filename, max_bytes=settings.DOCUMENTS_MAX_UPLOAD_BYTES, docx_limits=docx_limits()
+    )
     if document is not None:
         # The caller's copy may predate a publish: the database says what is published now.
         document.refresh_from_db(fields=["published_version"])

@@ -6,7 +6,7 @@ import uuid
 
 from django.conf import settings
 
-from documents.causes import EMPTY_INPUT
+from documents.causes import EMPTY_INPUT, TOO_MANY_CHUNKS
 from documents.engines.chunking import Block, ChunkInputPage, chunk_pages
 from documents.models import Chunk, Page
 from documents.stages.common import version_of
@@ -37,6 +37,12 @@ def run(ctx: StageContext) -> None:
     )
     if not chunks:
         raise StageFailure(EMPTY_INPUT.code, "no text to chunk after parsing and OCR")
+    if len(chunks) > int(settings.DOCUMENTS_MAX_CHUNKS):
+        # Every chunk becomes an embedding and an index entry: a small file of 60,000 repeated
+        # pages must not fan out into 60,000 of each.
+        raise StageFailure(
+            TOO_MANY_CHUNKS.code, f"{len(chunks)} chunks, over the limit of {settings.DOCUMENTS_MAX_CHUNKS}"
+        )
     rows = [
         Chunk(
             version=version,

@@ -44,7 +44,7 @@ def page_images(path: Path, kind: Kind) -> Iterator[Callable[[int], Image.Image 
     if kind is not Kind.PDF:
         yield lambda number: None if is_blank(image := render_image_page(path, number)) else image
         return
-    with pdf_renderer(path) as render:
+    with pdf_renderer(path, max_pixels=int(settings.DOCUMENTS_MAX_RENDER_PIXELS)) as render:
 
         def image(number: int) -> Image.Image | None:
             if is_blank(render(number, PREVIEW_DPI)):

@@ -1,48 +1,66 @@
-"""Parsing: text and structure page by page, with a checkpoint after each flushed batch of pages."""
+"""Parsing: text and structure page by page, read in the sandbox, with a checkpoint per batch.
+
+Each batch of pages is one call to the sandbox child (:mod:`documents.sandbox`): the worker thread
+only waits on a pipe, so heartbeats and cancel keep flowing whatever the parser does, and a call
+per batch (not per page) keeps the sandbox's cost per page small.
+"""
 
 from __future__ import annotations
 
-import time
+from django.conf import settings
 
 from documents.causes import EMPTY_INPUT
-from documents.engines.parsing import ParsedPage, page_count, parse
-from documents.engines.sniff import Kind
+from documents.engines.parsing import Block, ParsedPage
 from documents.models import DocumentVersion, Page
+from documents.sandbox import parse_limits, sandbox_call
 from documents.stages.common import local_file, version_of
 from jobs.context import StageContext
 from jobs.errors import StageFailure
 
-# Pages are written in batches: every FLUSH_PAGES pages or FLUSH_SECONDS, whichever comes first,
-# so a fast text PDF is not slowed by a write per page and a slow one still checkpoints often.
-FLUSH_PAGES = 50
-FLUSH_SECONDS = 1.0
-
 
 def run(ctx: StageContext) -> None:
     version = version_of(ctx)
-    kind = Kind(version.kind)
     path = local_file(ctx, version)
-    total = page_count(path, kind)
+    limits = parse_limits()
+    batch_pages = max(1, int(settings.DOCUMENTS_PARSE_BATCH_PAGES))
     start = int(ctx.checkpoint.get("next_page", 0))
-    batch: list[ParsedPage] = []
-    last_flush, written = time.monotonic(), start
-    for page in parse(path, kind, start_page=start):
-        batch.append(page)
-        if len(batch) >= FLUSH_PAGES or time.monotonic() - last_flush >= FLUSH_SECONDS:
-            written = _flush(ctx, version, batch, total)
-            batch, last_flush = [], time.monotonic()
-        else:
-            ctx.touch()
-    if batch:
-        written = _flush(ctx, version, batch, total)
+    text_chars = int(ctx.checkpoint.get("text_chars", 0))
+    total = written = start
+    while True:
+        answer = sandbox_call(
+            "parse_pages", str(path), version.kind, start, batch_pages, limits.as_dict(), check=ctx.check
+        )
+        total = int(answer["total"])
+        pages = [_page(item) for item in answer["pages"]]
+        if not pages:
+            break
+        text_chars += sum(len(page.text) for page in pages)
+        limits.check_text_length(text_chars)
+        written = _flush(ctx, version, pages, total, text_chars)
+        start = written
+        if written >= total:
+            break
     if written != total:  # an empty file, or a resume at the end: the stage's end still counts
         ctx.progress(total, total)
-    pages = Page.objects.filter(version=version)
-    if not pages.exclude(text="").exists() and not pages.filter(needs_ocr=True).exists():
+    pages_written = Page.objects.filter(version=version)
+    if not pages_written.exclude(text="").exists() and not pages_written.filter(needs_ocr=True).exists():
         raise StageFailure(EMPTY_INPUT.code, "no page has text and none needs OCR")
 
 
-def _flush(ctx: StageContext, version: DocumentVersion, pages: list[ParsedPage], total: int) -> int:
+def _page(item: dict[str, object]) -> ParsedPage:
+    blocks = item["blocks"]
+    assert isinstance(blocks, list)
+    return ParsedPage(
+        number=int(str(item["number"])),
+        text=str(item["text"]),
+        needs_ocr=bool(item["needs_ocr"]),
+        blocks=tuple(Block(kind, text, level) for kind, text, level in blocks),
+    )
+
+
+def _flush(
+    ctx: StageContext, version: DocumentVersion, pages: list[ParsedPage], total: int, text_chars: int
+) -> int:
     """Write a batch of pages with its checkpoint and progress; the last page number written."""
     rows = [
         Page(
@@ -55,7 +73,8 @@ def _flush(ctx: StageContext, version: DocumentVersion, pages: list[ParsedPage],
         for p in pages
     ]
     # Page numbers start at 1: the last page written is also how many are done.
-    with ctx.write(checkpoint={"next_page": rows[-1].number}, done=rows[-1].number, total=total):
+    checkpoint = {"next_page": rows[-1].number, "text_chars": text_chars}
+    with ctx.write(checkpoint=checkpoint, done=rows[-1].number, total=total):
         Page.objects.bulk_create(rows, ignore_conflicts=True)
     return rows[-1].number
 

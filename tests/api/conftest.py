@@ -240,7 +240,7 @@ def start_server(processes: Processes, env: dict[str, str], **extra: str) -> Ser
 
     def up() -> bool:
         try:
-            return httpx.get(f"{base}/api/schema/", timeout=2).status_code == 200
+            return httpx.get(f"{base}/accounts/login/", timeout=2).status_code == 200
         except httpx.HTTPError:
             return False
 

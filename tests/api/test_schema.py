@@ -72,3 +72,11 @@ def test_the_docs_page_loads_the_schema(alice: Caller):
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/html")
     assert b"/api/schema/" in response.content
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/api/schema/", "/api/docs/"])
+def test_the_schema_and_docs_need_authentication_by_default(url: str) -> None:
+    from rest_framework.test import APIClient
+
+    assert APIClient().get(url).status_code == 401

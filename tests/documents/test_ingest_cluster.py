@@ -48,6 +48,7 @@ def env(subprocess_env: dict[str, str], settings, tmp_path: Path, scratch: Path)
         "OCR_BATCH_SIZE": "1",
         "JOBS_PROGRESS_EVENT_SECONDS": "0",
         "TMPDIR": str(scratch),
+        "JOBS_SCRATCH_DIR": str(scratch),  # job directories beside OCR's temp files, as checked below
         "JOBS_SCRATCH_SWEEP_SECONDS": "0",  # every task sweeps, live jobs' directories included
     }
 

@@ -74,8 +74,25 @@ def test_the_sweep_runs_at_most_once_per_interval_in_a_process(tmp_path: Path, m
     monkeypatch.setattr(scratch, "_last_sweep", 0.0)
     monkeypatch.setattr(scratch.tempfile, "gettempdir", lambda: str(tmp_path))
     settings.JOBS_SCRATCH_SWEEP_SECONDS = 300
-    first = job_dir(tmp_path, uuid.uuid4(), "first")
+    first = job_dir(scratch.scratch_root(), uuid.uuid4(), "first")
     assert scratch.sweep_if_due() == [first]
-    second = job_dir(tmp_path, uuid.uuid4(), "second")
+    second = job_dir(scratch.scratch_root(), uuid.uuid4(), "second")
     assert scratch.sweep_if_due() == []
     assert second.exists()
+
+
+def test_another_deployments_job_directories_are_not_swept(tmp_path: Path, monkeypatch, settings):
+    """Two deployments on one machine share the temp directory: each sweeps only its own folder,
+    named after its database (the other's live jobs are unknown here and looked orphaned)."""
+    monkeypatch.setattr(scratch.tempfile, "gettempdir", lambda: str(tmp_path))
+    ours = scratch.scratch_root()
+    assert ours.parent == tmp_path and ours.name == f"jobs-{scratch.deployment_id()}"
+    other_root = tmp_path / "jobs-0123456789ab"
+    other_root.mkdir()
+    theirs = job_dir(other_root, uuid.uuid4())  # a live job of the other deployment's database
+    mine = job_dir(ours, uuid.uuid4())  # unknown here: orphaned
+
+    assert scratch.sweep() == [mine]
+    assert theirs.exists()
+    another = {**settings.DATABASES["default"], "NAME": "another-database"}
+    assert scratch.deployment_id(another) != scratch.deployment_id()

@@ -234,6 +234,67 @@ def dot_run_paragraph(dots: int = 1_000_000) -> bytes:
     return b"word " * 400 + b"x" + b"." * dots + b" a\n"
 
 
+def markdown_bracket_line(brackets: int = 2_000_000) -> bytes:
+    """Normal Markdown, then one line of two million ``[`` (issue 16, finding 1): the link
+    pattern used to rescan the rest of the line from every ``[`` (16k/32k/64k: 1.0/3.6/13.6 s)."""
+    return b"# Harbor log\n\nBoats left at dawn, as **always**.\n\n" + b"[" * brackets + b"\n"
+
+
+def huge_page_pdf(points: int = 14_400) -> bytes:
+    """A few hundred bytes: one ``points`` x ``points`` page with a drawn box and no text layer
+    (issue 16, finding 3), so OCR renders it: 40,000 x 40,000 pixels at 200 dpi (7.9 GB)."""
+    drawing = b"0 0 m 500 500 l S"
+    return files.assemble_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Contents 4 0 R >>" % (points, points),
+            b"<< /Length %d >>\nstream\n%s\nendstream" % (len(drawing), drawing),
+        ]
+    )
+
+
+@functools.cache
+def shared_stream_pages_pdf(pages: int = 60_000) -> bytes:
+    """``pages`` pages that all show one shared content stream (issue 16, finding 7: 5.8 MB
+    became 60,008 index entries)."""
+    text = b"BT /F1 12 Tf 72 720 Td (Harbor page) Tj ET"
+    first_page = 5
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>"
+        % (b" ".join(b"%d 0 R" % (first_page + i) for i in range(pages)), pages),
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(text), text),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R"
+        b" /Resources << /Font << /F1 4 0 R >> >> >>"
+    )
+    return files.assemble_pdf(objects + [page] * pages)
+
+
+def docx_huge_document_part(megabytes: int = 30) -> bytes:
+    """A DOCX whose ``word/document.xml`` expands to ``megabytes`` MB of ordinary paragraphs
+    (issue 16, finding 9: 95 MB inside 12.6 MB parsed for over 10 minutes at 1.6 GB). Stored,
+    not deflated, so the member passes the compression-ratio check and only its size is wrong."""
+    paragraph = b"<w:p><w:r><w:t>Harbor ledger line.</w:t></w:r></w:p>"
+    body = paragraph * (megabytes * 1024 * 1024 // len(paragraph))
+    document = (
+        b'<?xml version="1.0" encoding="UTF-8"?>'
+        b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
+        + body
+        + b"</w:body></w:document>"
+    )
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr(
+            files._fixed_info("[Content_Types].xml", zipfile.ZIP_STORED), files._MINIMAL_CONTENT_TYPES
+        )
+        archive.writestr(files._fixed_info("word/document.xml", zipfile.ZIP_STORED), document)
+    return buffer.getvalue()
+
+
 # --- the corpus ----------------------------------------------------------------------------------
 
 _TEXT_PDF = files.text_pdf
@@ -393,6 +454,29 @@ CORPUS: tuple[Hostile, ...] = (
         READY,
         findable="Checksum list",
     ),
+    Hostile(
+        "markdown-line-of-brackets",
+        "brackets.md",
+        markdown_bracket_line,
+        failed("line_too_long"),
+        why="no backtracking any more (tests/documents/test_backtracking.py), but a 2 MB line is over "
+        "the line limit of pattern-based parsing",
+    ),
+    Hostile(
+        "markdown-line-of-brackets-under-the-limit",
+        "brackets-short.md",
+        lambda: markdown_bracket_line(500_000),
+        READY,
+        deadline=60,
+        findable="Boats left at dawn",
+    ),
+    Hostile(
+        "html-nested-200000-divs",
+        "deeper.html",
+        lambda: nested_html(200_000),
+        failed("nesting_too_deep"),
+        why="lexbor's tree building grows with the square of the depth (91 s); a linear count refuses it",
+    ),
     Hostile("mixed-encodings", "mixed.txt", mixed_encodings, Rejected("unsupported_type")),
     Hostile(
         "utf16-without-bom",
@@ -401,6 +485,22 @@ CORPUS: tuple[Hostile, ...] = (
         READY,
         findable="Plain notes from the harbor",
     ),
+    # limits (issue 16)
+    Hostile(
+        "pdf-one-14400pt-page",
+        "poster.pdf",
+        huge_page_pdf,
+        failed("page_too_large", "ocr"),
+        needs_ocr=True,
+    ),
+    Hostile(
+        "pdf-60000-pages-one-stream",
+        "many.pdf",
+        shared_stream_pages_pdf,
+        failed("too_many_pages"),
+        deadline=60,
+    ),
+    Hostile("docx-30mb-document-part", "ledger.docx", docx_huge_document_part, Rejected(DOCX_BOMB)),
     # images
     Hostile("png-1x1", "dot.png", files.one_pixel_png, failed("empty_input", "chunking"), needs_ocr=True),
     Hostile(

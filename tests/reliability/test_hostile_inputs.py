@@ -268,8 +268,9 @@ def watch_a_hang(make: Callable[[], bytes], filename: str, stage: str) -> None:
             f"{pid} was alive={alive(pid)}: its watchdog could not heartbeat.\n"
             f"{describe(job)}"
         )
+    # line_too_long: a line over DOCUMENTS_MAX_LINE_CHARS is refused before pattern parsing.
     assert job.status == Status.READY or (
-        job.status == Status.FAILED and job.error_code in ("parse_timeout", "stage_timeout")
+        job.status == Status.FAILED and job.error_code in ("parse_timeout", "stage_timeout", "line_too_long")
     ), describe(job)
     assert Job.objects.get(pk=normal.pk).status == Status.READY
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from documents.causes import EMPTY_INPUT
+from documents.engines.limits import ParseLimits
 from documents.engines.parsing.blocks import Block, BlockKind, ParsedDocument, ParsedPage, StrPath
 from documents.engines.parsing.images import image_frame_count, iter_image_pages, render_image_page
 from documents.engines.parsing.markup import html_blocks, markdown_blocks, paragraph_blocks, read_text
@@ -43,8 +44,12 @@ __all__ = [
 ]
 
 
-def parse(path: StrPath, kind: Kind, *, start_page: int = 0) -> Iterator[ParsedPage]:
-    """The pages of a document, from page ``start_page + 1`` on.
+def parse(
+    path: StrPath, kind: Kind, *, start_page: int = 0, limits: ParseLimits | None = None
+) -> Iterator[ParsedPage]:
+    """The pages of a document, from page ``start_page + 1`` on, within ``limits`` (the defaults
+    when None): the one-page formats check text length, line length and nesting here; the page
+    count and the running text total are the caller's (it sees every page).
 
     A generator: failures (:class:`StageFailure`) surface while iterating, and a caller can save
     ``page.number`` as its checkpoint after each page and pass it back as ``start_page``.
@@ -56,7 +61,7 @@ def parse(path: StrPath, kind: Kind, *, start_page: int = 0) -> Iterator[ParsedP
     elif kind.is_image:
         yield from iter_image_pages(path, start=start_page)
     else:
-        yield from _parse_single_page(path, kind).pages[start_page:]
+        yield from _parse_single_page(path, kind, limits or ParseLimits()).pages[start_page:]
 
 
 def page_count(path: StrPath, kind: Kind) -> int:
@@ -74,17 +79,22 @@ def parse_document(path: StrPath, kind: Kind) -> ParsedDocument:
         return ParsedDocument(kind, pdf_title(path), list(iter_pdf_pages(path)))
     if kind.is_image:
         return ParsedDocument(kind, None, list(iter_image_pages(path)))
-    return _parse_single_page(path, kind)
+    return _parse_single_page(path, kind, ParseLimits())
 
 
-def _parse_single_page(path: StrPath, kind: Kind) -> ParsedDocument:
+def _parse_single_page(path: StrPath, kind: Kind, limits: ParseLimits) -> ParsedDocument:
     if kind is Kind.DOCX:
-        return parse_docx(path)
+        document = parse_docx(path)
+        limits.check_text_length(sum(len(page.text) for page in document.pages))
+        return document
     text = read_text(path)
+    limits.check_text_length(len(text))
     title: str | None = None
     if kind is Kind.HTML:
+        limits.check_html_depth(text)
         title, blocks = html_blocks(text)
     elif kind is Kind.MARKDOWN:
+        limits.check_line_length(text)
         blocks = markdown_blocks(text)
     else:
         blocks = paragraph_blocks(text)

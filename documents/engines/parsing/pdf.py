@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -12,6 +13,7 @@ import pypdfium2.raw as pdfium_raw
 from PIL import Image
 
 from documents.causes import CORRUPT_INPUT, EMPTY_INPUT, ENCRYPTED_INPUT
+from documents.engines.limits import PAGE_TOO_LARGE
 from documents.engines.parsing.blocks import ParsedPage, StrPath
 from documents.engines.parsing.markup import paragraph_blocks
 from jobs.errors import StageFailure
@@ -100,16 +102,28 @@ def _pdf_page_content(pdf: pdfium.PdfDocument, index: int) -> tuple[str, bool]:
         raise StageFailure(CORRUPT_INPUT.code, f"PDF page {index + 1} could not be read: {exc}") from exc
 
 
-def render_pdf_page(path: StrPath, page_number: int, dpi: int = 200) -> Image.Image:
+MAX_RENDER_PIXELS = 100_000_000
+
+
+def render_pdf_page(
+    path: StrPath, page_number: int, dpi: int = 200, *, max_pixels: int = MAX_RENDER_PIXELS
+) -> Image.Image:
     """Page ``page_number`` (1-based) as a grayscale image at ``dpi``, for OCR."""
-    with pdf_renderer(path) as render:
+    with pdf_renderer(path, max_pixels=max_pixels) as render:
         return render(page_number, dpi)
 
 
 @contextmanager
-def pdf_renderer(path: StrPath) -> Iterator[Callable[[int, int], Image.Image]]:
+def pdf_renderer(
+    path: StrPath, *, max_pixels: int = MAX_RENDER_PIXELS
+) -> Iterator[Callable[[int, int], Image.Image]]:
     """``render(page_number, dpi)`` for many pages of one PDF, opened once (a long PDF costs
-    more to open than a page costs to render)."""
+    more to open than a page costs to render).
+
+    A page whose bitmap at ``dpi`` would exceed ``max_pixels`` fails with ``page_too_large``
+    before anything is allocated: a 447-byte PDF with one 14,400-point page asked for a
+    40,000 x 40,000 bitmap (7.9 GB).
+    """
     with _open_pdf(path) as pdf:
 
         def render(page_number: int, dpi: int = 200) -> Image.Image:
@@ -118,6 +132,14 @@ def pdf_renderer(path: StrPath) -> Iterator[Callable[[int, int], Image.Image]]:
             try:
                 page = pdf[page_number - 1]
                 try:
+                    width, height = page.get_size()
+                    pixels = math.ceil(width * dpi / 72) * math.ceil(height * dpi / 72)
+                    if pixels > max_pixels:
+                        raise StageFailure(
+                            PAGE_TOO_LARGE,
+                            f"PDF page {page_number} is {width:.0f}x{height:.0f} pt: {pixels:,} pixels "
+                            f"at {dpi} dpi, over the limit of {max_pixels:,}",
+                        )
                     # A native bitmap's buffer belongs to Python, so the image outlives the page.
                     image: Image.Image = page.render(scale=dpi / 72, grayscale=True).to_pil()
                 finally:

@@ -18,6 +18,16 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 
+def uvicorn_proxy_flags() -> list[str]:
+    """``--no-proxy-headers`` unless ``FORWARDED_ALLOW_IPS`` names the trusted proxies: uvicorn
+    otherwise believes X-Forwarded-For from 127.0.0.1, and a local client could pose as any
+    address (the /metrics allow-list, per-address throttles)."""
+    trusted = os.environ.get("FORWARDED_ALLOW_IPS", "").strip()
+    if not trusted:
+        return ["--no-proxy-headers"]
+    return ["--proxy-headers", "--forwarded-allow-ips", trusted]
+
+
 class Command(BaseCommand):
     help = "Run the web server, the task cluster and the reaper until interrupted."
 
@@ -49,6 +59,7 @@ class Command(BaseCommand):
                     "--port",
                     str(options["port"]),
                     "--no-access-log",
+                    *uvicorn_proxy_flags(),
                 ],
                 web_env,
             ),

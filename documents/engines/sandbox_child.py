@@ -1,0 +1,141 @@
+"""The child side of the parsing sandbox: reads untrusted bytes under resource limits.
+
+Started by :mod:`documents.sandbox` as ``python -m documents.engines.sandbox_child CPU AS PARENT``. It
+never imports Django and never touches the database: it gets requests on stdin and answers on its
+original stdout, one length-prefixed JSON frame each (JSON, not pickle, so that a child subverted
+by a hostile file cannot make the worker run code). Its own limits come first, before any
+hostile byte is read: address space (``RLIMIT_AS``), no core files, and a CPU-time budget per
+request (``RLIMIT_CPU``: the kernel ends a spinning child with SIGXCPU). The parent adds the wall
+time limit and kills the child on cancel or a lost lease.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import resource
+import signal
+import struct
+import sys
+from collections.abc import Callable
+from typing import Any
+
+_FRAME = struct.Struct(">I")
+
+
+def parse_pages(path: str, kind: str, start: int, count: int, limits: dict[str, int]) -> dict[str, Any]:
+    """Up to ``count`` pages from page ``start + 1`` on, and the document's page total."""
+    from documents.engines import parsing
+    from documents.engines.limits import ParseLimits
+    from documents.engines.sniff import Kind
+
+    parse_limits = ParseLimits(**limits)
+    document_kind = Kind(kind)
+    total = parsing.page_count(path, document_kind)
+    parse_limits.check_page_count(total)
+    pages = itertools.islice(parsing.parse(path, document_kind, start_page=start, limits=parse_limits), count)
+    return {
+        "total": total,
+        "pages": [
+            {
+                "number": page.number,
+                "text": page.text,
+                "needs_ocr": page.needs_ocr,
+                "blocks": [[block.kind, block.text, block.level] for block in page.blocks],
+            }
+            for page in pages
+        ],
+    }
+
+
+ENTRYPOINTS: dict[str, Callable[..., Any]] = {"parse_pages": parse_pages}
+# Deployments and tests may name modules whose ``SANDBOX_ENTRYPOINTS`` add callables.
+EXTRA_MODULES_ENV = "SANDBOX_EXTRA_MODULES"
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Linux: the kernel kills this child when its worker dies (SIGKILL, the OOM killer), even in
+    the middle of a parse; without it the child would spin on until its CPU budget ran out."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return  # not Linux: the closed pipe ends the child at its next read
+    if os.getppid() != parent_pid:  # the worker died before prctl took effect
+        os._exit(0)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _limit_self(cpu_seconds: int, address_space: int) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if address_space > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    _budget_cpu(cpu_seconds)
+
+
+def _budget_cpu(cpu_seconds: int) -> None:
+    """Allow ``cpu_seconds`` more CPU time from now (the child serves many requests)."""
+    if cpu_seconds <= 0:
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = int(usage.ru_utime + usage.ru_stime) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (used + cpu_seconds, resource.RLIM_INFINITY))
+
+
+def _read_exactly(stream: Any, size: int) -> bytes | None:
+    data = b""
+    while len(data) < size:
+        chunk = stream.read(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def _answer(request: dict[str, Any]) -> dict[str, Any]:
+    from jobs.errors import StageFailure
+
+    function = ENTRYPOINTS.get(request["call"])
+    if function is None:
+        return {"error": "UnknownCall", "detail": f"no sandbox entry point {request['call']!r}"}
+    try:
+        return {"ok": function(*request.get("args", []))}
+    except StageFailure as failure:
+        return {"failure": failure.cause, "detail": str(failure)}
+    except (MemoryError, RecursionError) as exc:
+        return {"failure": "resource_limit", "detail": f"{type(exc).__name__}: {exc}"[:2000]}
+    except Exception as exc:
+        return {"error": type(exc).__name__, "detail": str(exc)[:2000]}
+
+
+def main(argv: list[str]) -> int:
+    cpu_seconds, address_space, parent_pid = int(argv[1]), int(argv[2]), int(argv[3])
+    _die_with_parent(parent_pid)
+    # The protocol keeps the real stdout; anything a library prints goes to stderr instead.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    inp = sys.stdin.buffer
+    for name in filter(None, os.environ.get(EXTRA_MODULES_ENV, "").split(",")):
+        ENTRYPOINTS.update(getattr(importlib.import_module(name), "SANDBOX_ENTRYPOINTS", {}))
+    _limit_self(cpu_seconds, address_space)
+    while True:
+        header = _read_exactly(inp, _FRAME.size)
+        if header is None:
+            return 0  # the worker closed the pipe (or died): nothing more to do
+        body = _read_exactly(inp, _FRAME.unpack(header)[0])
+        if body is None:
+            return 0
+        import json
+
+        _budget_cpu(cpu_seconds)
+        answer = json.dumps(_answer(json.loads(body))).encode()
+        out.write(_FRAME.pack(len(answer)) + answer)
+        out.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

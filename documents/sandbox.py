@@ -1,0 +1,220 @@
+"""The parsing sandbox, worker side: untrusted bytes are read in a child process that can be killed.
+
+A parser stuck in C code holds the GIL: the worker's watchdog could not heartbeat nor see a
+cancel, and a regex over one hostile line froze a worker for twelve minutes (issue 16). So every
+reader of untrusted bytes runs in a child (:mod:`documents.engines.sandbox_child`) under CPU-time
+and address-space limits, while the worker thread waits on a pipe with a short timeout: between
+waits it calls ``check`` (the stage context's safe point), so a cancel, a lost lease or the stage
+deadline kills the child at once, and a wall-time limit per call kills it too. A child that dies
+or is killed becomes a classified failure: ``parse_timeout`` (wall or CPU time) or
+``resource_limit`` (memory, a crash); both count toward the cause's retry limit like any failure.
+
+Children are reused: a worker keeps one idle child (a fresh one costs an interpreter start and the
+parsers' imports, about 0.3 s), and a child that failed, was killed or served
+``DOCUMENTS_SANDBOX_MAX_CALLS`` requests is replaced.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from documents.causes import PARSE_TIMEOUT, RESOURCE_LIMIT
+from documents.engines import limits as limit_codes
+from documents.engines.limits import ParseLimits
+from jobs.errors import StageFailure
+
+_FRAME = struct.Struct(">I")
+_CHILD_ENV = frozenset(
+    {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "VIRTUAL_ENV", "PYTHONHASHSEED"}
+)
+_POLL_SECONDS = 0.1
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def parse_limits() -> ParseLimits:
+    """The configured limits of parsing."""
+    return ParseLimits(
+        max_pages=int(settings.DOCUMENTS_MAX_PAGES),
+        max_text_chars=int(settings.DOCUMENTS_MAX_TEXT_CHARS),
+        max_html_depth=int(settings.DOCUMENTS_MAX_HTML_DEPTH),
+        max_line_chars=int(settings.DOCUMENTS_MAX_LINE_CHARS),
+    )
+
+
+class SandboxError(RuntimeError):
+    """The child raised something unclassified: a bug, left to the engine (``internal_error``)."""
+
+
+class Child:
+    """One sandbox child process and its pipes."""
+
+    def __init__(self) -> None:
+        # Only what an interpreter needs: the worker's environment holds the database URL, the
+        # secret key and API keys, none of which a parser of hostile bytes should be able to read.
+        env = {key: value for key, value in os.environ.items() if key in _CHILD_ENV}
+        env |= {
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(_PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "SANDBOX_EXTRA_MODULES": ",".join(settings.DOCUMENTS_SANDBOX_EXTRA_MODULES),
+        }
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "documents.engines.sandbox_child",
+                str(int(settings.DOCUMENTS_SANDBOX_CPU_SECONDS)),
+                str(int(settings.DOCUMENTS_SANDBOX_MEMORY_BYTES)),
+                str(os.getpid()),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            close_fds=True,
+            start_new_session=True,  # a terminal's Ctrl-C reaches the worker, which ends it
+        )
+        self.owner_pid = os.getpid()
+        self.calls = 0
+        self.usable = True
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def call(self, name: str, args: list[Any], *, check: Callable[[], None], wall_seconds: float) -> Any:
+        """Run entry point ``name`` in the child; its answer, or a classified :class:`StageFailure`.
+
+        ``check`` runs every 0.1 s while the child works; whatever it raises (cancel, lost lease,
+        stage timeout) kills the child and propagates.
+        """
+        self.calls += 1
+        self.usable = False  # until a complete answer arrives
+        assert self.process.stdin is not None and self.process.stdout is not None
+        request = json.dumps({"call": name, "args": args}).encode()
+        try:
+            self.process.stdin.write(_FRAME.pack(len(request)) + request)
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.kill()
+            raise self._death_failure() from None
+        try:
+            answer = self._read_answer(check, time.monotonic() + wall_seconds, wall_seconds)
+        except BaseException:
+            self.kill()
+            raise
+        self.usable = True
+        if "ok" in answer:
+            return answer["ok"]
+        if "failure" in answer:
+            if answer["failure"] == limit_codes.RESOURCE_LIMIT:
+                self.usable = False  # a MemoryError may leave the child's heap in a poor state
+            raise StageFailure(str(answer["failure"]), str(answer.get("detail", "")))
+        raise SandboxError(f"{answer.get('error')}: {answer.get('detail')}")
+
+    def _read_answer(self, check: Callable[[], None], deadline: float, wall_seconds: float) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        buffer = bytearray()
+        needed: int | None = None
+        while True:
+            check()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise StageFailure(
+                    PARSE_TIMEOUT.code, f"the sandbox call took longer than {wall_seconds:.0f}s; child killed"
+                )
+            ready, _, _ = select.select([fd], [], [], min(_POLL_SECONDS, remaining))
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise self._death_failure()
+            buffer += chunk
+            if needed is None and len(buffer) >= _FRAME.size:
+                needed = _FRAME.size + _FRAME.unpack_from(buffer)[0]
+            if needed is not None and len(buffer) >= needed:
+                decoded: dict[str, Any] = json.loads(bytes(buffer[_FRAME.size : needed]))
+                return decoded
+
+    def _death_failure(self) -> StageFailure:
+        code = self.process.wait(timeout=5)
+        if code == -signal.SIGXCPU:
+            return StageFailure(PARSE_TIMEOUT.code, "the sandbox child used up its CPU time (SIGXCPU)")
+        return StageFailure(RESOURCE_LIMIT.code, f"the sandbox child died (exit status {code})")
+
+    def kill(self) -> None:
+        self.usable = False
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+
+
+# One idle child per worker process (a q2 worker runs one job at a time; tests run several
+# threads, which then start their own).
+_idle: list[Child] = []
+_idle_lock = threading.Lock()
+atexit.register(lambda: discard_idle())
+
+
+def _acquire() -> Child:
+    with _idle_lock:
+        while _idle:
+            child = _idle.pop()
+            if child.owner_pid == os.getpid() and child.process.poll() is None:
+                return child
+    return Child()
+
+
+def _release(child: Child) -> None:
+    if child.owner_pid != os.getpid():
+        return  # inherited through a fork: the parent process owns it
+    if not child.usable or child.calls >= int(settings.DOCUMENTS_SANDBOX_MAX_CALLS):
+        child.kill()
+        return
+    with _idle_lock:
+        if not _idle:
+            _idle.append(child)
+            return
+    child.kill()
+
+
+def sandbox_call(name: str, *args: Any, check: Callable[[], None] = lambda: None) -> Any:
+    """Run the sandbox entry point ``name`` with ``args`` (JSON values) in a limited child.
+
+    Raises :class:`StageFailure` for classified failures (the parser's own, ``parse_timeout``,
+    ``resource_limit``) and whatever ``check`` raises; the child is killed in both cases.
+    """
+    child = _acquire()
+    try:
+        return child.call(
+            name, list(args), check=check, wall_seconds=float(settings.DOCUMENTS_SANDBOX_WALL_SECONDS)
+        )
+    finally:
+        _release(child)
+
+
+def discard_idle() -> None:
+    """End the idle child (settings changed, or the process is shutting down)."""
+    with _idle_lock:
+        children = list(_idle)
+        _idle.clear()
+    for child in children:
+        if child.owner_pid == os.getpid():
+            child.kill()

@@ -1,0 +1,88 @@
+"""Caps on event streams per user and in all, their maximum lifetime, and a bad Last-Event-ID
+(issue 16, findings 7 and 10), on a real uvicorn whose counts live in the shared cache."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+from django.core.cache import caches
+from django.db import connections
+
+from tests.api.conftest import Caller, Server, SSEStream, start_server
+from tests.api.test_sse import upload_over_http
+from tests.conftest import Processes, child_env, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
+OpenStream = Callable[..., SSEStream]
+
+
+@pytest.fixture(scope="module")
+def capped_server(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    processes = Processes(tmp_path_factory.mktemp("uvicorn"))
+    env = child_env(
+        SSE_KEEPALIVE_SECONDS="1",
+        SSE_MAX_STREAMS_PER_USER="2",
+        SSE_MAX_STREAMS="3",
+        SSE_MAX_STREAM_SECONDS="3",
+    )
+    try:
+        yield start_server(processes, env)
+    finally:
+        processes.stop_all()
+        connections.close_all()
+
+
+@pytest.fixture(autouse=True)
+def fresh_counts() -> None:
+    caches["throttle"].clear()
+
+
+def refused(server: Server, caller: Caller, url: str, **headers: str) -> httpx.Response:
+    with server.client(caller.token) as http:
+        return http.get(url, headers={"Accept": "text/event-stream", **headers})
+
+
+def test_streams_past_the_user_cap_and_the_global_cap_answer_429(
+    capped_server: Server, alice: Caller, mallory: Caller, sse: OpenStream
+) -> None:
+    mine = upload_over_http(capped_server, alice)["events_url"]
+    theirs = upload_over_http(capped_server, mallory)["events_url"]
+    first = sse(capped_server, mine, alice.token)
+    sse(capped_server, mine, alice.token)
+    over_user = refused(capped_server, alice, mine)
+    assert over_user.status_code == 429
+    assert over_user.json()["error"]["code"] == "too_many_streams"
+    # Another user is not held back by alice's cap, until the platform's is reached.
+    sse(capped_server, theirs, mallory.token)
+    assert refused(capped_server, mallory, theirs).status_code == 429
+    # A closed stream gives its slot back.
+    first.response.close()
+    wait_for(
+        lambda: int(caches["throttle"].get("sse:open:all", 0)) < 3,
+        timeout=10,
+        what="the closed stream's slot",
+    )
+    assert sse(capped_server, mine, alice.token).next_event() is not None
+
+
+def test_a_stream_ends_after_its_lifetime_and_resumes_with_last_event_id(
+    capped_server: Server, alice: Caller, sse: OpenStream
+) -> None:
+    url = upload_over_http(capped_server, alice)["events_url"]  # nobody runs this job
+    stream = sse(capped_server, url, alice.token)
+    first = stream.next_event()
+    assert first is not None and first.id is not None
+    events, _ = stream.rest(timeout=10)
+    assert events == []
+    resumed = sse(capped_server, url, alice.token, last_event_id=first.id)
+    assert resumed.next_message() is not None  # open again; nothing was missed
+
+
+@pytest.mark.parametrize("value", ["9" * 5_000, "12abc", "-5", "9" * 19])
+def test_a_bad_last_event_id_answers_400(capped_server: Server, alice: Caller, value: str) -> None:
+    url = upload_over_http(capped_server, alice)["events_url"]
+    response = refused(capped_server, alice, url, **{"Last-Event-ID": value})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_last_event_id"

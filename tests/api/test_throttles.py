@@ -1,0 +1,122 @@
+"""Throttles and the login lockout (issue 16, finding 6), counted in the shared database cache."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.cache import caches
+from django.core.exceptions import ValidationError
+from django.db import connections
+from django.test import Client
+from pytest_django.fixtures import Settings as DjangoSettings
+from rest_framework.test import APIClient
+
+from tests.api.conftest import Caller, Server, assert_error, start_server
+from tests.conftest import Processes, child_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def fresh_counters() -> Iterator[None]:
+    caches["throttle"].clear()
+    yield
+    caches["throttle"].clear()
+
+
+def rates(settings: DjangoSettings, **overrides: str) -> None:
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], **overrides},
+    }
+
+
+def test_searches_past_the_user_rate_answer_429(alice: Caller, settings: DjangoSettings) -> None:
+    rates(settings, search_user="3/min")
+    for _ in range(3):
+        assert alice.client.get("/api/search", {"q": "harbor"}).status_code == 200
+    response = alice.client.get("/api/search", {"q": "harbor"})
+    assert_error(response, 429, "throttled")
+    assert int(response["Retry-After"]) > 0
+
+
+def test_uploads_past_the_address_rate_answer_429_for_every_user(
+    alice: Caller, mallory: Caller, settings: DjangoSettings
+) -> None:
+    rates(settings, upload_ip="2/min")
+    alice.uploaded(b"Harbor notes one.")
+    mallory.uploaded(b"Harbor notes two.")
+    assert_error(alice.upload(b"Harbor notes three."), 429, "throttled")
+    # Reading is not uploading.
+    assert alice.client.get("/api/documents/").status_code == 200
+
+
+def test_a_forged_forwarded_for_does_not_get_a_fresh_counter(alice: Caller, settings: DjangoSettings) -> None:
+    rates(settings, search_ip="2/min")
+    for n in range(2):
+        alice.client.get("/api/search", {"q": "harbor"}, HTTP_X_FORWARDED_FOR=f"10.0.0.{n}")
+    response = alice.client.get("/api/search", {"q": "harbor"}, HTTP_X_FORWARDED_FOR="10.0.0.9")
+    assert_error(response, 429, "throttled")
+
+
+def test_an_address_sending_bad_tokens_is_throttled_before_lookup(
+    alice: Caller, settings: DjangoSettings
+) -> None:
+    settings.AUTH_FAILURE_LIMIT_PER_ADDRESS = 5
+    guesser = APIClient()
+    for n in range(5):
+        guesser.credentials(HTTP_AUTHORIZATION=f"Token wrong{n}")
+        assert_error(guesser.get("/api/documents/"), 401, "not_authenticated")
+    guesser.credentials(HTTP_AUTHORIZATION="Token wrong-again")
+    assert_error(guesser.get("/api/documents/"), 429, "throttled")
+    # A good token is not a guess: it costs no counter query and is served.
+    assert alice.client.get("/api/documents/").status_code == 200
+
+
+def test_forty_wrong_passwords_lock_the_login_even_for_the_right_one(settings: DjangoSettings) -> None:
+    settings.LOGIN_FAILURE_LIMIT = 10
+    get_user_model().objects.create_user(username="victim", password="correct horse battery")
+    browser = Client()
+    for n in range(40):
+        response = browser.post("/accounts/login/", {"username": "victim", "password": f"guess{n}"})
+        assert response.status_code == 200  # the form again, with its error
+    response = browser.post("/accounts/login/", {"username": "victim", "password": "correct horse battery"})
+    assert response.status_code == 200, "the right password logged in after 40 failures"
+    assert "_auth_user_id" not in browser.session
+    # Another user is not locked out by the victim's attacker.
+    get_user_model().objects.create_user(username="bystander", password="another good phrase")
+    assert Client().login(username="bystander", password="another good phrase")
+
+
+def test_passwords_are_validated() -> None:
+    for weak in ("demo", "12345678", "password"):
+        with pytest.raises(ValidationError):
+            validate_password(weak)
+    validate_password("harbor lantern orchard 42")
+
+
+@pytest.fixture(scope="module")
+def strict_server(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    processes = Processes(tmp_path_factory.mktemp("uvicorn"))
+    try:
+        yield start_server(processes, child_env(THROTTLE_SEARCH_USER="3/min"))
+    finally:
+        processes.stop_all()
+        connections.close_all()
+
+
+@pytest.mark.cluster
+def test_the_counter_is_shared_by_every_web_process(
+    alice: Caller, strict_server: Server, settings: DjangoSettings
+) -> None:
+    """Three searches in this process use up the rate; the real server process refuses the next."""
+    rates(settings, search_user="3/min")
+    for _ in range(3):
+        assert alice.client.get("/api/search", {"q": "harbor"}).status_code == 200
+    with strict_server.client(alice.token) as http:
+        response = http.get("/api/search", params={"q": "harbor"})
+    assert response.status_code == 429, response.text
+    assert response.json()["error"]["code"] == "throttled"

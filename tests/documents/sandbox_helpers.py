@@ -1,0 +1,49 @@
+"""Sandbox entry points for the tests: a child that spins, allocates, crashes or answers.
+
+Loaded by the sandbox child through ``DOCUMENTS_SANDBOX_EXTRA_MODULES``; never in the worker.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+
+def spin(seconds: float) -> str:
+    """Hold the child's CPU (and its GIL) in pure Python, as a backtracking regex would."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    return "spun"
+
+
+def burn() -> None:
+    while True:
+        pass
+
+
+def allocate(size: int) -> int:
+    return len(bytearray(size))
+
+
+def crash() -> None:
+    os.abort()
+
+
+def pid() -> int:
+    return os.getpid()
+
+
+def environment() -> list[str]:
+    return sorted(os.environ)
+
+
+SANDBOX_ENTRYPOINTS: dict[str, Any] = {
+    "test.spin": spin,
+    "test.burn": burn,
+    "test.allocate": allocate,
+    "test.crash": crash,
+    "test.pid": pid,
+    "test.environment": environment,
+}

@@ -1,0 +1,160 @@
+"""The parsing sandbox: a real child process under real resource limits, killed when it must be."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pytest_django.fixtures import Settings as DjangoSettings
+
+from documents import sandbox
+from documents.engines.sniff import Kind
+from jobs.errors import CancelRequested, StageFailure
+from tests.conftest import ROOT, child_env, wait_for
+from tests.documents import files
+from tests.reliability.helpers import alive, children
+
+
+@pytest.fixture(autouse=True)
+def test_entrypoints(settings: DjangoSettings) -> Iterator[None]:
+    settings.DOCUMENTS_SANDBOX_EXTRA_MODULES = ["tests.documents.sandbox_helpers"]
+    sandbox.discard_idle()
+    yield
+    sandbox.discard_idle()
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_pages_come_back_from_the_child(tmp_path: Path) -> None:
+    path = files.save(tmp_path, "doc.pdf", files.text_pdf(["First harbor page.", "Second harbor page."]))
+    answer = sandbox.sandbox_call(
+        "parse_pages", str(path), Kind.PDF.value, 1, 50, sandbox.parse_limits().as_dict()
+    )
+    assert answer["total"] == 2
+    assert [page["number"] for page in answer["pages"]] == [2]
+    assert "Second harbor page." in answer["pages"][0]["text"]
+
+
+def test_the_child_sees_none_of_the_workers_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SECRET_KEY", "worker-secret")
+    monkeypatch.setenv("DATABASE_URL", "postgres://user:password@db/prod")
+    monkeypatch.setenv("EMBEDDINGS_HTTP_API_KEY", "sk-worker")
+    names = set(sandbox.sandbox_call("test.environment"))
+    assert not names & {"SECRET_KEY", "DATABASE_URL", "EMBEDDINGS_HTTP_API_KEY", "DJANGO_SETTINGS_MODULE"}
+
+
+def test_a_child_is_reused_and_replaced_after_a_failure() -> None:
+    first = sandbox.sandbox_call("test.pid")
+    assert sandbox.sandbox_call("test.pid") == first
+    with pytest.raises(StageFailure):
+        sandbox.sandbox_call("test.crash")
+    assert sandbox.sandbox_call("test.pid") != first
+
+
+def test_a_cancel_kills_a_spinning_child_and_the_waiting_thread_stays_free() -> None:
+    """The waiting thread keeps running Python (a heartbeat would go out) while the child spins
+    holding its own GIL, and the cancel it learns of ends the child at once."""
+    cancel = threading.Event()
+    polls = 0
+
+    def check() -> None:
+        nonlocal polls
+        polls += 1
+        if cancel.is_set():
+            raise CancelRequested()
+
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            sandbox.sandbox_call("test.spin", 600, check=check)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    before = set(_children())
+    thread = threading.Thread(target=call)
+    thread.start()
+    wait_for(lambda: polls >= 10, timeout=30, what="the waiting thread to poll while the child spins")
+    (spinner,) = set(_children()) - before
+    cancel.set()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert isinstance(outcome[0], CancelRequested)
+    wait_for(lambda: gone(spinner), timeout=5, what="the spinning child to be killed")
+
+
+def test_a_call_over_its_wall_time_is_a_parse_timeout(settings: DjangoSettings) -> None:
+    settings.DOCUMENTS_SANDBOX_WALL_SECONDS = 0.5
+    with pytest.raises(StageFailure) as failure:
+        sandbox.sandbox_call("test.spin", 600)
+    assert failure.value.cause == "parse_timeout"
+
+
+def test_a_child_over_its_cpu_time_is_a_parse_timeout(settings: DjangoSettings) -> None:
+    settings.DOCUMENTS_SANDBOX_CPU_SECONDS = 1
+    settings.DOCUMENTS_SANDBOX_WALL_SECONDS = 120
+    with pytest.raises(StageFailure) as failure:
+        sandbox.sandbox_call("test.burn")
+    assert failure.value.cause == "parse_timeout"
+    assert "SIGXCPU" in str(failure.value)
+
+
+def test_a_child_over_its_memory_is_a_resource_limit(settings: DjangoSettings) -> None:
+    settings.DOCUMENTS_SANDBOX_MEMORY_BYTES = 1024**3
+    with pytest.raises(StageFailure) as failure:
+        sandbox.sandbox_call("test.allocate", 2 * 1024**3)
+    assert failure.value.cause == "resource_limit"
+
+
+def test_a_crashed_child_is_a_resource_limit() -> None:
+    with pytest.raises(StageFailure) as failure:
+        sandbox.sandbox_call("test.crash")
+    assert failure.value.cause == "resource_limit"
+
+
+def _children() -> list[int]:
+    """Live child processes of this process (from /proc)."""
+    mine = str(os.getpid())
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[1] == mine and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def test_a_child_dies_with_its_worker(tmp_path: Path) -> None:
+    """A worker SIGKILLed mid-parse (the OOM killer, a chaos test) takes its spinning child along."""
+    script = (
+        "import django; django.setup()\n"
+        "from documents import sandbox\n"
+        "sandbox.sandbox_call('test.spin', 600)\n"
+    )
+    env = child_env(DOCUMENTS_SANDBOX_EXTRA_MODULES="tests.documents.sandbox_helpers")
+    worker = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=ROOT)
+    try:
+        found = wait_for(lambda: children(worker.pid), timeout=30, what="the worker's sandbox child")
+        (child,) = found
+        worker.kill()
+        worker.wait(timeout=10)
+        wait_for(lambda: gone(child) or not alive(child), timeout=10, what="the orphaned child to die")
+    finally:
+        if worker.poll() is None:
+            worker.kill()

@@ -1,0 +1,123 @@
+"""The parsing sandbox on a real django-q2 cluster: a parser spinning in C (lexbor building the
+tree of 200,000 nested ``<div>``, quadratic in the depth) no longer holds its worker.
+
+While the sandbox child spins, the worker's lease keeps being renewed (heartbeats observed),
+another tenant's small document becomes ready on the other worker, and a cancel ends the job
+within seconds and kills the child; a call over its wall time is a ``parse_timeout``. In the
+worker itself the parse could not be interrupted: lexbor releases the GIL, so heartbeats went on,
+but the handler reached no safe point, so a cancel waited for the whole parse (minutes), and a
+regex (finding 1) held the GIL too, stopping the heartbeats.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from pytest_django.fixtures import Settings as DjangoSettings
+
+from jobs.models import Job, Status
+from jobs.services.lifecycle import job_cancel
+from tests.conftest import Processes, wait_for
+from tests.documents.helpers import make_tenant, upload
+from tests.reliability import corpus
+from tests.reliability.helpers import alive, descendants
+from tests.reliability.test_hostile_inputs import describe, start_platform
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
+
+# Without the nesting limit, so that the parser really spins (the limit refuses this file at once).
+SPINNING = {"DOCUMENTS_MAX_HTML_DEPTH": "10000000", "JOBS_LEASE_SECONDS": "3"}
+
+
+@pytest.fixture
+def cluster_env(subprocess_env: dict[str, str], settings: DjangoSettings, tmp_path: Path) -> dict[str, str]:
+    settings.MEDIA_ROOT = tmp_path / "media"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    return {
+        **subprocess_env,
+        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
+        "TMPDIR": str(scratch),
+        "JOBS_STUCK_EXIT_SECONDS": "2",
+        "JOBS_REDISPATCH_AFTER": "5",
+    }
+
+
+def sandbox_children(cluster_pid: int) -> list[int]:
+    found = []
+    for pid in descendants(cluster_pid):
+        with contextlib.suppress(OSError):
+            if b"documents.engines.sandbox_child" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+    return found
+
+
+def spinning_job(processes: Processes, env: dict[str, str]) -> tuple[int, Job, int]:
+    cluster = start_platform(processes, env)
+    hostile = upload(make_tenant("hostile"), corpus.nested_html(200_000), "deep.html").job
+    assert hostile is not None
+    wait_for(
+        lambda: Job.objects.get(pk=hostile.pk).status == Status.RUNNING and sandbox_children(cluster.pid),
+        timeout=60,
+        what="the hostile file's parser to start in a sandbox child",
+    )
+    (child,) = sandbox_children(cluster.pid)
+    return cluster.pid, hostile, child
+
+
+def test_a_spinning_parser_leaves_its_worker_responsive_and_dies_on_cancel(
+    processes: Processes, cluster_env: dict[str, str]
+) -> None:
+    cluster, hostile, child = spinning_job(processes, {**cluster_env, **SPINNING})
+    try:
+        first = Job.objects.get(pk=hostile.pk).heartbeat_at
+        wait_for(
+            lambda: Job.objects.get(pk=hostile.pk).heartbeat_at != first,
+            timeout=10,
+            what="a heartbeat while the child spins",
+        )
+        small = upload(make_tenant("other"), b"Small harbor note from another tenant.", "small.txt").job
+        assert small is not None
+        wait_for(
+            lambda: Job.objects.get(pk=small.pk).status == Status.READY,
+            timeout=60,
+            what="another tenant's small document to become ready",
+        )
+        assert alive(child), "the hostile parser ended before the other job was through"
+        job = Job.objects.get(pk=hostile.pk)
+        assert (job.status, job.stage, job.attempt) == (Status.RUNNING, "parsing", 1), describe(job)
+
+        job_cancel(job_id=hostile.pk, actor_name="test")
+        wait_for(
+            lambda: Job.objects.get(pk=hostile.pk).status == Status.CANCELLED,
+            timeout=15,
+            what="the cancel to finish while the parser spins",
+        )
+        wait_for(lambda: not alive(child), timeout=10, what="the spinning child to be killed")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(cluster, signal.SIGKILL)
+
+
+def test_a_parser_over_its_wall_time_fails_as_parse_timeout(
+    processes: Processes, cluster_env: dict[str, str]
+) -> None:
+    env = {**cluster_env, **SPINNING, "DOCUMENTS_SANDBOX_WALL_SECONDS": "3"}
+    cluster, hostile, child = spinning_job(processes, env)
+    try:
+        wait_for(
+            lambda: Job.objects.get(pk=hostile.pk).status == Status.FAILED,
+            timeout=60,
+            what="the parse timeout (two attempts of 3 s and a retry delay)",
+        )
+        job = Job.objects.get(pk=hostile.pk)
+        assert (job.error_code, job.stage, job.attempt) == ("parse_timeout", "parsing", 2), describe(job)
+        assert not alive(child)
+        assert sandbox_children(cluster) == [] or all(pid != child for pid in sandbox_children(cluster))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(cluster, signal.SIGKILL)
