@@ -240,3 +240,8 @@ LOGGING = {
         "fontTools": {"level": "WARNING"},
     },
 }
+
+# --- Lifecycle (delete, webhooks) -------------------------------------------------------------
+# check_jobs reports rows or files of a deleted document left longer than this after the delete
+# (its cleanup normally finishes within a reaper pass).
+DOCUMENTS_DELETE_AUDIT_GRACE = env_float("DOCUMENTS_DELETE_AUDIT_GRACE", 300)

@@ -56,10 +56,19 @@ class Document(models.Model):
     published_version = models.ForeignKey(
         "DocumentVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Lifecycle: a deleted document is a tombstone (filtered by every selector) until its
+    # cleanup removes the row; see documents/services/delete.py.
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["tenant", "-created_at"], name="document_tenant_recent")]
+        indexes = [
+            models.Index(fields=["tenant", "-created_at"], name="document_tenant_recent"),
+            # Tombstones awaiting cleanup: few, read by the leftovers audit.
+            models.Index(
+                fields=["deleted_at"], condition=models.Q(deleted_at__isnull=False), name="document_deleted"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title
@@ -85,11 +94,17 @@ class DocumentVersion(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     published_at = models.DateTimeField(null=True, blank=True)
     superseded_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)  # lifecycle tombstone
 
     class Meta:
         ordering = ["document", "-number"]
         constraints = [
             models.UniqueConstraint(fields=["document", "number"], name="version_number_unique"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["deleted_at"], condition=models.Q(deleted_at__isnull=False), name="version_deleted"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -171,3 +186,47 @@ class ProviderSlot(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["provider", "number"], name="provider_slot_unique")]
+
+
+class Deletion(models.Model):
+    """The audit record of a delete (who, when, which ids; no content) and, while ``cleaned_at``
+    is empty, the pending-cleanup marker the reaper's sweep finishes. It outlives the document."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    document_id = models.UUIDField()
+    # Empty: the whole document; otherwise that one version.
+    version_number = models.PositiveIntegerField(null=True, blank=True)
+    version_ids = models.JSONField(default=list, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_by_name = models.CharField(max_length=150, blank=True, default="")
+    via = models.CharField(max_length=16, default="api")
+    requested_at = models.DateTimeField(default=timezone.now)
+    cleaned_at = models.DateTimeField(null=True, blank=True)
+    rows_removed = models.PositiveIntegerField(default=0)
+    files_removed = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-requested_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["document_id"],
+                condition=models.Q(version_number__isnull=True),
+                name="deletion_once_per_document",
+            ),
+            models.UniqueConstraint(
+                fields=["document_id", "version_number"],
+                condition=models.Q(version_number__isnull=False),
+                name="deletion_once_per_version",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["requested_at"], condition=models.Q(cleaned_at__isnull=True), name="deletion_pending"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        what = f"v{self.version_number} of " if self.version_number else ""
+        return f"delete {what}{self.document_id}"

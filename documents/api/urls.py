@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from documents.api import sse, views
@@ -9,6 +9,13 @@ urlpatterns = [
     path("documents/", views.DocumentsView.as_view(), name="api-documents"),
     path("documents/<str:document_id>/", views.DocumentView.as_view(), name="api-document"),
     path("documents/<str:document_id>/versions/", views.VersionsView.as_view(), name="api-versions"),
+    # Lifecycle: both slash forms, without a redirect (it would drop the DELETE).
+    path("documents/<str:document_id>", views.DocumentViewWithoutSlash.as_view()),
+    re_path(
+        r"^documents/(?P<document_id>[^/]+)/versions/(?P<number>[0-9]+)/?$",
+        views.VersionView.as_view(),
+        name="api-version",
+    ),
     path(JOB, views.JobView.as_view(), name="api-job"),
     path(f"{JOB}/cancel", views.JobCancelView.as_view(), name="api-job-cancel"),
     path(f"{JOB}/retry", views.JobRetryView.as_view(), name="api-job-retry"),

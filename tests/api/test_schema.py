@@ -24,6 +24,8 @@ OPERATIONS = [
     ("POST", "/api/documents/{document_id}/jobs/{job_id}/cancel"),
     ("POST", "/api/documents/{document_id}/jobs/{job_id}/retry"),
     ("GET", "/api/search"),
+    ("DELETE", "/api/documents/{document_id}/"),
+    ("DELETE", "/api/documents/{document_id}/versions/{number}/"),
 ]
 EVENTS = "/api/documents/{document_id}/jobs/{job_id}/events"
 
