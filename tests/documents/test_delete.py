@@ -77,7 +77,7 @@ def derived_rows(document_id: Any) -> int:
 
 
 def hit_ids(client: APIClient, query: str) -> set[str]:
-    response = client.get("/api/search", {"q": query, "k": 20})
+    response = client.get("/api/search", {"q": query, "k": "20"})
     assert response.status_code == 200
     return {hit["document_id"] for hit in response.json()["results"]}
 
@@ -134,7 +134,7 @@ def test_deleting_a_queued_document_cancels_its_job_through_the_state_machine(al
 
     job = Job.objects.get(pk=body["job_id"])
     assert job.status == Status.CANCELLED
-    assert job.events.filter(name="cancel", reason="deleted").exists()  # type: ignore[attr-defined]
+    assert job.events.filter(name="cancel", reason="deleted").exists()
     assert run_until_idle(job.pk).status == Status.CANCELLED  # a late delivery runs nothing
     wait_for(lambda: Deletion.objects.filter(cleaned_at__isnull=False).exists(), timeout=10, what="cleanup")
     assert_all_gone(alice, body["document_id"], PHRASE)
