@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from documents.models import Document, DocumentVersion, Membership, Tenant
+from documents.models import Deletion, Document, DocumentVersion, Membership, Tenant
 from documents.pipeline import KIND
 from jobs.admin.registry import (
     RetryVariant,
@@ -180,11 +180,33 @@ class VersionInline(admin.TabularInline):
 
 @admin.register(Document)
 class DocumentAdmin(ReadOnlyAdmin):
-    list_display = ("title", "id", "tenant", "latest_number", "published", "created_at")
+    list_display = ("title", "id", "tenant", "latest_number", "published", "created_at", "deleted_at")
     list_filter = ("tenant",)
     list_select_related = ("tenant", "published_version")
     search_fields = ("=id", "title", "tenant__slug")
     inlines = (VersionInline,)
+    actions = ("delete_with_cleanup",)
+
+    def has_lifecycle_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("documents.delete_document"))
+
+    @admin.action(
+        description="Delete the selected documents and everything made from them", permissions=["lifecycle"]
+    )
+    def delete_with_cleanup(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        # Through the delete service (the raw admin delete would skip the job cancel, the stored
+        # files and the audit record): recorded as the operator's.
+        from documents.services.delete import document_delete
+
+        done = 0
+        for document in queryset.filter(deleted_at=None).select_related("tenant"):
+            if document_delete(
+                tenant=document.tenant, document_id=document.pk, user=request.user, via="admin"
+            ):
+                done += 1
+        self.message_user(
+            request, f"{done} document(s) deleted; their cleanup runs now (the reaper finishes it)."
+        )
 
     @admin.display(description="published")
     def published(self, document: Document) -> str:
@@ -217,3 +239,25 @@ class DocumentVersionAdmin(ReadOnlyAdmin):
     @admin.display(description="job")
     def job_state(self, version: DocumentVersion) -> str:
         return job_link(version.job)
+
+
+@admin.register(Deletion)
+class DeletionAdmin(ReadOnlyAdmin):
+    """The audit trail of deletes: who, when, which ids (no content); kept after the cleanup."""
+
+    list_display = (
+        "requested_at",
+        "tenant",
+        "document_id",
+        "version_number",
+        "requested_by_name",
+        "via",
+        "cleaned_at",
+        "rows_removed",
+        "files_removed",
+    )
+    list_filter = ("tenant", "via")
+    list_select_related = ("tenant",)
+    search_fields = ("=document_id", "requested_by_name")
+    fields = (*list_display, "version_ids")
+    readonly_fields = fields
