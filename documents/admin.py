@@ -17,7 +17,16 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from documents.models import Deletion, Document, DocumentVersion, Membership, Tenant
+from documents.models import (
+    Deletion,
+    Document,
+    DocumentVersion,
+    Membership,
+    Tenant,
+    WebhookAttempt,
+    WebhookEndpoint,
+    WebhookMessage,
+)
 from documents.pipeline import KIND
 from jobs.admin.registry import (
     RetryVariant,
@@ -261,3 +270,81 @@ class DeletionAdmin(ReadOnlyAdmin):
     search_fields = ("=document_id", "requested_by_name")
     fields = (*list_display, "version_ids")
     readonly_fields = fields
+
+
+# --- webhooks: endpoints (read-only: tenants manage them through the API), messages and their
+# delivery log, with "send again" --------------------------------------------------------------
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(ReadOnlyAdmin):
+    list_display = ("url", "tenant", "events", "enabled", "disabled_reason", "created_at")
+    list_filter = ("enabled", "tenant")
+    list_select_related = ("tenant",)
+    search_fields = ("url", "tenant__slug")
+    fields = (
+        "tenant",
+        "url",
+        "events",
+        "enabled",
+        "description",
+        "created_at",
+        "disabled_at",
+        "disabled_reason",
+    )
+    readonly_fields = fields  # never the secret
+
+
+class AttemptInline(admin.TabularInline):
+    model = WebhookAttempt
+    fields = ("at", "status_code", "duration_ms", "error")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(WebhookMessage)
+class WebhookMessageAdmin(ReadOnlyAdmin):
+    list_display = (
+        "event_type",
+        "endpoint",
+        "state",
+        "attempts",
+        "created_at",
+        "next_attempt_at",
+        "delivered_at",
+    )
+    list_filter = ("state", "event_type")
+    list_select_related = ("endpoint__tenant",)
+    search_fields = ("=id", "endpoint__url")
+    fields = (
+        "endpoint",
+        "event_type",
+        "state",
+        "attempts",
+        "payload",
+        "created_at",
+        "next_attempt_at",
+        "delivered_at",
+    )
+    readonly_fields = fields
+    inlines = (AttemptInline,)
+    actions = ("send_again",)
+
+    def has_resend_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("documents.change_webhookmessage"))
+
+    @admin.action(description="Send the selected messages again", permissions=["resend"])
+    def send_again(self, request: HttpRequest, queryset: QuerySet[WebhookMessage]) -> None:
+        from documents.services.webhooks import webhook_message_resend
+
+        ids = list(queryset.values_list("pk", flat=True))
+        for pk in ids:
+            webhook_message_resend(message_id=pk)
+        self.message_user(request, f"{len(ids)} message(s) will be sent again.")

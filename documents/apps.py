@@ -12,6 +12,7 @@ class DocumentsConfig(AppConfig):
         from documents.engines.ocr import tesseract_leftover_age
         from documents.services.delete import deletions_sweep
         from documents.services.quotas import tenant_quota
+        from documents.webhook_delivery import webhook_messages_sweep
         from jobs.audit import register_check
         from jobs.quotas import register_provider
         from jobs.scratch import register_leftover
@@ -24,3 +25,4 @@ class DocumentsConfig(AppConfig):
         # Lifecycle: the reaper finishes deletes whose cleanup died; check_jobs audits leftovers.
         register_sweep("documents.deletions", deletions_sweep)
         register_check(LEFTOVERS)
+        register_sweep("documents.webhooks", webhook_messages_sweep)

@@ -230,3 +230,86 @@ class Deletion(models.Model):
     def __str__(self) -> str:
         what = f"v{self.version_number} of " if self.version_number else ""
         return f"delete {what}{self.document_id}"
+
+
+# --- Lifecycle: webhooks ------------------------------------------------------------------------
+
+
+class WebhookEndpoint(models.Model):
+    """A tenant's URL that is told about its documents' terminal states (Standard Webhooks)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="webhook_endpoints")
+    url = models.URLField(max_length=2000)
+    events = models.JSONField(default=list)
+    enabled = models.BooleanField(default=True)
+    # ``whsec_`` + base64: shown once at creation; kept because every payload is signed with it.
+    secret = models.CharField(max_length=100)
+    description = models.CharField(max_length=200, blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.CharField(max_length=300, blank=True, default="")
+
+    class Meta:
+        ordering = ["tenant", "created_at"]
+        indexes = [models.Index(fields=["tenant", "enabled"], name="webhook_endpoint_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant}: {self.url}"
+
+
+class WebhookMessage(models.Model):
+    """One event for one endpoint: written in the commit that makes the event true (an outbox),
+    sent by the workers after it, retried with backoff until delivered or out of attempts."""
+
+    # Not ``status``: that word is the jobs' (the layout test keeps its writers in one place).
+    class State(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="messages")
+    event_type = models.CharField(max_length=40)
+    payload = models.JSONField()
+    state = models.CharField(max_length=12, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    # When the next attempt is due; a sender moves it ahead while it sends (its claim).
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # When a task was last handed to the workers for it (the reaper re-sends lost ones).
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=models.Q(state="pending"),
+                name="webhook_message_due",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.webhook_id}"
+
+    @property
+    def webhook_id(self) -> str:
+        return f"msg_{self.pk.hex}"
+
+
+class WebhookAttempt(models.Model):
+    """One try at sending a message: what the endpoint answered (no body kept), how long it took."""
+
+    message = models.ForeignKey(WebhookMessage, on_delete=models.CASCADE, related_name="attempt_log")
+    at = models.DateTimeField(default=timezone.now)
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    error = models.CharField(max_length=300, blank=True, default="")
+
+    class Meta:
+        ordering = ["message", "at"]

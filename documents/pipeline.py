@@ -23,6 +23,7 @@ SUPERSEDED = register_cause(
 
 def register() -> Pipeline:
     from documents.services.publish import version_cleanup, version_publish
+    from documents.services.webhooks import job_finished
     from documents.stages import chunk, embed, index, ocr, parse
 
     return pipelines.register(
@@ -54,5 +55,6 @@ def register() -> Pipeline:
             ),
             publish=version_publish,
             cleanup=version_cleanup,
+            on_finish=job_finished,
         )
     )

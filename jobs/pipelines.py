@@ -2,7 +2,8 @@
 
 The engine knows nothing about what a stage does. An app registers a :class:`Pipeline` (in its
 ``AppConfig.ready``) with handlers, weights, deadlines, resumability and retry rules, plus hooks
-for publishing (inside the short transaction that sets ``ready``; it may raise to refuse) and
+for publishing (inside the short transaction that sets ``ready``; it may raise to refuse), for
+being told of a finished job in the transaction that finishes it (``on_finish``), and
 for cleanup (after a cancel or a failure: remove the unpublished outputs of the given stage and
 every later one; it must be idempotent).
 """
@@ -60,6 +61,9 @@ class Pipeline:
     publish: JobHook | None = None
     cleanup: CleanupHook | None = None
     label: str = ""
+    # Called inside the transaction that moves a job into ready, failed or cancelled, after its
+    # compare-and-set: cheap writes only (e.g. an outbox row), no network call.
+    on_finish: JobHook | None = None
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.stages]

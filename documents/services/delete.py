@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from documents.models import Deletion, Document, DocumentVersion, Tenant
 from documents.services.publish import OUTPUTS_BY_STAGE, remove_outputs
+from documents.services.webhooks import DOCUMENT_DELETED, event_emit
 from jobs.errors import JobConflict
 from jobs.models import FINISHED, Actor, Job, Status
 from jobs.services.lifecycle import job_cancel, job_give_up
@@ -133,6 +134,7 @@ def document_delete(
                 _stop_job(version.job_id, name)
         Document.objects.filter(pk=pk).update(deleted_at=timezone.now(), published_version=None)
         deletion = _record(tenant=tenant, document_id=pk, number=None, versions=versions, user=user, via=via)
+        event_emit(tenant=tenant, event_type=DOCUMENT_DELETED, data={"document_id": str(pk), "version": None})
     return _result(deletion)
 
 

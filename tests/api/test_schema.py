@@ -26,6 +26,11 @@ OPERATIONS = [
     ("GET", "/api/search"),
     ("DELETE", "/api/documents/{document_id}/"),
     ("DELETE", "/api/documents/{document_id}/versions/{number}/"),
+    ("GET", "/api/webhooks/"),
+    ("POST", "/api/webhooks/"),
+    ("GET", "/api/webhooks/{endpoint_id}/"),
+    ("PATCH", "/api/webhooks/{endpoint_id}/"),
+    ("DELETE", "/api/webhooks/{endpoint_id}/"),
 ]
 EVENTS = "/api/documents/{document_id}/jobs/{job_id}/events"
 
