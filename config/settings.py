@@ -252,3 +252,4 @@ WEBHOOK_TIMEOUT = env_float("WEBHOOK_TIMEOUT", 5)
 # Seconds between attempts after the first (8 attempts over about 27 hours); the endpoint is
 # disabled with a notice when a message runs out of them.
 WEBHOOK_RETRY_SCHEDULE = os.environ.get("WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000")
+WEBHOOK_MAX_CONCURRENCY = env_int("WEBHOOK_MAX_CONCURRENCY", 1)

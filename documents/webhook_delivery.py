@@ -26,7 +26,9 @@ from django.utils import timezone
 from django_q.tasks import async_task
 from standardwebhooks.webhooks import Webhook
 
+from documents.limiter import DatabaseLimiter
 from documents.models import WebhookAttempt, WebhookEndpoint, WebhookMessage
+from jobs.errors import StageFailure
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,9 @@ TASK_OPTIONS = {"ack_failure": True, "save": False}
 # A task handed to the workers but not started within this long is handed out again.
 REDISPATCH_AFTER = timedelta(seconds=60)
 PENDING = WebhookMessage.State.PENDING
+# Deliveries share the workers with jobs: at most WEBHOOK_MAX_CONCURRENCY of them send at once
+# (slots shared by every process), so slow endpoints can hold that many workers at most.
+SLOTS = "webhooks"
 
 
 class TargetRefused(Exception):
@@ -104,7 +109,8 @@ def webhook_messages_sweep(limit: int) -> list[Any]:
 def deliver(message_id: str) -> str:
     """The q2 task: one attempt at sending a due message. Returns what happened."""
     now = timezone.now()
-    hold = now + timedelta(seconds=3 * float(settings.WEBHOOK_TIMEOUT) + 30)
+    hold_for = 3 * float(settings.WEBHOOK_TIMEOUT) + 30
+    hold = now + timedelta(seconds=hold_for)
     # The claim: only one sender at a time (a duplicate task finds it no longer due).
     due = WebhookMessage.objects.filter(pk=message_id, state=PENDING, next_attempt_at__lte=now)
     if not due.update(next_attempt_at=hold):
@@ -117,9 +123,17 @@ def deliver(message_id: str) -> str:
         )
         WebhookAttempt.objects.create(message=message, error="endpoint disabled: not sent")
         return "endpoint disabled"
-    started = time.monotonic()
-    status_code, error = send(endpoint, message)
-    duration = int((time.monotonic() - started) * 1000)
+    try:
+        with DatabaseLimiter(settings.WEBHOOK_MAX_CONCURRENCY, wait_seconds=0, hold_seconds=hold_for).slot(
+            SLOTS
+        ):
+            started = time.monotonic()
+            status_code, error = send(endpoint, message)
+            duration = int((time.monotonic() - started) * 1000)
+    except StageFailure:
+        # Every slot is sending: give the worker back to the jobs; the reaper hands this out again.
+        WebhookMessage.objects.filter(pk=message.pk).update(next_attempt_at=timezone.now())
+        return "busy"
     WebhookAttempt.objects.create(message=message, status_code=status_code, duration_ms=duration, error=error)
     attempts = message.attempts + 1
     if status_code is not None and 200 <= status_code < 300:

@@ -5,12 +5,14 @@ HTTP server whose signatures are checked by an independent implementation of the
 from __future__ import annotations
 
 import base64
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
 from rest_framework.test import APIClient
 
 from documents.models import Document, Tenant, WebhookAttempt, WebhookEndpoint, WebhookMessage
@@ -18,6 +20,7 @@ from documents.services.delete import document_delete
 from documents.webhook_delivery import deliver, webhook_messages_sweep
 from jobs.models import Status
 from jobs.services.lifecycle import job_cancel
+from tests.conftest import wait_for
 from tests.documents import files
 from tests.documents.helpers import run_until_idle
 from tests.documents.test_delete import client_for
@@ -228,3 +231,28 @@ def test_the_reapers_sweep_hands_out_due_retries(alice, settings):
         assert message.state == "pending" and message.attempts == 1
         assert webhook_messages_sweep(10) == [message.pk]
         assert webhook_messages_sweep(10) == []  # handed out: not again until it is due again
+
+
+def test_a_slow_endpoint_holds_at_most_the_webhook_slots_of_the_workers(alice, settings):
+    settings.WEBHOOK_MAX_CONCURRENCY = 1
+    with receiver() as slow, receiver() as other:
+        slow.hold = threading.Event()
+        register(alice, slow.url, ["document.ready"])
+        run_until_idle(upload(alice, "Mauve lantern on the pier.")["job_id"])
+        held = WebhookMessage.objects.get()
+        sender = threading.Thread(target=lambda: (deliver(str(held.pk)), connection.close()), daemon=True)
+        sender.start()
+        wait_for(lambda: slow.received, timeout=10, what="the slow endpoint to be called")
+        register(alice, other.url, ["document.deleted"])
+        document_delete(
+            tenant=Tenant.objects.get(slug="acme"), document_id=held.payload["data"]["document_id"]
+        )
+        waiting = WebhookMessage.objects.get(event_type="document.deleted")
+
+        # The one slot is taken: this worker goes back to the jobs without sending.
+        assert deliver(str(waiting.pk)) == "busy"
+        assert other.received == []
+        slow.hold.set()
+        sender.join(10)
+        assert deliver(str(waiting.pk)) == "delivered"
+        assert len(other.received) == 1

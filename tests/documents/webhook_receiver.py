@@ -40,6 +40,8 @@ class Receiver(ThreadingHTTPServer):
         self.default = default
         self.received: list[Delivery] = []
         self.lock = threading.Lock()
+        # When set by a test, each request waits for it before answering (a slow endpoint).
+        self.hold: threading.Event | None = None
 
     @property
     def url(self) -> str:
@@ -61,6 +63,8 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         with self.server.lock:
             self.server.received.append(Delivery(self.path, headers, body))
+        if self.server.hold is not None:
+            self.server.hold.wait(30)
         status = self.server.next_status()
         self.send_response(status)
         if 300 <= status < 400:
