@@ -313,3 +313,42 @@ class WebhookAttempt(models.Model):
 
     class Meta:
         ordering = ["message", "at"]
+
+
+# --- Lifecycle: batches -------------------------------------------------------------------------
+
+
+class Batch(models.Model):
+    """Many files uploaded in one request: one document each (or a per-file refusal)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="batches")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # Set once, when the last of its jobs finished (then ``batch.completed`` is sent).
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"batch {self.pk}"
+
+
+class BatchItem(models.Model):
+    """One file of a batch: its document and job, or why it was refused (nothing stored then)."""
+
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveIntegerField()
+    filename = models.CharField(max_length=255)
+    document = models.ForeignKey(Document, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    error_code = models.CharField(max_length=40, blank=True, default="")
+    error_message = models.CharField(max_length=300, blank=True, default="")
+
+    class Meta:
+        ordering = ["batch", "position"]
+        constraints = [models.UniqueConstraint(fields=["batch", "position"], name="batch_item_once")]

@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from documents.api import sse, views, webhooks
+from documents.api import batches, sse, views, webhooks
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
@@ -21,6 +21,11 @@ urlpatterns = [
     path(f"{JOB}/retry", views.JobRetryView.as_view(), name="api-job-retry"),
     path(f"{JOB}/events", sse.job_events, name="api-job-events"),
     path("search", views.SearchView.as_view(), name="api-search"),
+    re_path(r"^batches/?$", batches.BatchesView.as_view(), name="api-batches"),
+    re_path(r"^batches/(?P<batch_id>[^/]+)/?$", batches.BatchView.as_view(), name="api-batch"),
+    re_path(
+        r"^batches/(?P<batch_id>[^/]+)/cancel/?$", batches.BatchCancelView.as_view(), name="api-batch-cancel"
+    ),
     re_path(r"^webhooks/?$", webhooks.WebhooksView.as_view(), name="api-webhooks"),
     re_path(r"^webhooks/(?P<endpoint_id>[^/]+)/?$", webhooks.WebhookView.as_view(), name="api-webhook"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),

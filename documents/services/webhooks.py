@@ -25,7 +25,8 @@ DOCUMENT_READY = "document.ready"
 DOCUMENT_FAILED = "document.failed"
 DOCUMENT_CANCELLED = "document.cancelled"
 DOCUMENT_DELETED = "document.deleted"
-EVENTS = (DOCUMENT_READY, DOCUMENT_FAILED, DOCUMENT_CANCELLED, DOCUMENT_DELETED)
+BATCH_COMPLETED = "batch.completed"
+EVENTS = (DOCUMENT_READY, DOCUMENT_FAILED, DOCUMENT_CANCELLED, DOCUMENT_DELETED, BATCH_COMPLETED)
 _BY_STATUS = {
     Status.READY: DOCUMENT_READY,
     Status.FAILED: DOCUMENT_FAILED,
@@ -141,7 +142,16 @@ def _dispatch_all(ids: list[uuid.UUID]) -> None:
 
 
 def job_finished(job: Job) -> None:
-    """The document pipeline's ``on_finish`` hook: the terminal state becomes an event."""
+    """The document pipeline's ``on_finish`` hook (inside the terminal transition): the terminal
+    state becomes an event, and the job's batch completes if it was the last one."""
+    from documents.services.batches import batch_job_finished
+
+    document_job_event(job)
+    batch_job_finished(job)
+
+
+def document_job_event(job: Job) -> None:
+    """``document.ready``, ``.failed`` or ``.cancelled`` for a finished ingestion job."""
     event_type = _BY_STATUS.get(Status(job.status))
     version = (
         DocumentVersion.objects.filter(pk=job.payload.get("version_id"))
