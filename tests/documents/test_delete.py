@@ -19,7 +19,7 @@ from documents.embedders import configured_embedder
 from documents.models import Deletion, Document, DocumentVersion
 from documents.services.accounts import user_create_in_tenant
 from documents.services.publish import OUTPUTS_BY_STAGE
-from jobs.models import Job, Status
+from jobs.models import Job, JobEvent, Status
 from tests.conftest import wait_for
 from tests.documents import files
 from tests.documents.helpers import (
@@ -140,10 +140,12 @@ def test_deleting_a_queued_document_cancels_its_job_through_the_state_machine(al
     assert_all_gone(alice, body["document_id"], PHRASE)
 
 
-def test_deleting_a_running_document_stops_its_worker_then_cleans_up(alice, settings):
+# After indexing, the worker's next step is the publish: the delete's cancel must win over it.
+@pytest.mark.parametrize("stage", ["chunking", "indexing"])
+def test_deleting_a_running_document_stops_its_worker_then_cleans_up(alice, settings, stage):
     body = post(alice, files.text_pdf([f"{PHRASE}.", "Second page."]))
     doc = body["document_id"]
-    with paused_after("chunking") as gate:
+    with paused_after(stage) as gate:
         worker = JobThread(body["job_id"])
         worker.start()
         gate.wait_reached()
@@ -157,9 +159,11 @@ def test_deleting_a_running_document_stops_its_worker_then_cleans_up(alice, sett
         assert doc not in listed_ids(alice)
         assert alice.get(f"/api/documents/{doc}/").status_code == 404
         assert Job.objects.get(pk=body["job_id"]).status == Status.CANCEL_REQUESTED
+        assert doc not in hit_ids(alice, PHRASE)
         gate.release.set()
         worker.finish()
     assert Job.objects.get(pk=body["job_id"]).status == Status.CANCELLED
+    assert not JobEvent.objects.filter(job_id=body["job_id"], name="publish").exists()  # never published
     assert Deletion.objects.get(document_id=doc).cleaned_at is not None
     assert_all_gone(alice, doc, PHRASE)
 
