@@ -160,6 +160,8 @@ def test_deleting_a_running_document_stops_its_worker_then_cleans_up(alice, sett
         assert alice.get(f"/api/documents/{doc}/").status_code == 404
         assert Job.objects.get(pk=body["job_id"]).status == Status.CANCEL_REQUESTED
         assert doc not in hit_ids(alice, PHRASE)
+        # Rows wait for the worker to stop; past the grace (0 here) the audit reports them.
+        assert derived_rows(doc) > 0 and audit_leftovers() == 1
         gate.release.set()
         worker.finish()
     assert Job.objects.get(pk=body["job_id"]).status == Status.CANCELLED
