@@ -377,3 +377,16 @@ LOGGING = {
         "fontTools": {"level": "WARNING"},
     },
 }
+
+# --- Lifecycle (delete, webhooks) -------------------------------------------------------------
+# check_jobs reports rows or files of a deleted document left longer than this after the delete
+# (its cleanup normally finishes within a reaper pass).
+DOCUMENTS_DELETE_AUDIT_GRACE = env_float("DOCUMENTS_DELETE_AUDIT_GRACE", 300)
+# Webhooks: targets in private, loopback, link-local or other non-public networks are refused
+# unless this is set (checked again at every send: DNS may change).
+WEBHOOK_ALLOW_PRIVATE = env_bool("WEBHOOK_ALLOW_PRIVATE")
+WEBHOOK_TIMEOUT = env_float("WEBHOOK_TIMEOUT", 5)
+# Seconds between attempts after the first (8 attempts over about 27 hours); the endpoint is
+# disabled with a notice when a message runs out of them.
+WEBHOOK_RETRY_SCHEDULE = os.environ.get("WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000")
+WEBHOOK_MAX_CONCURRENCY = env_int("WEBHOOK_MAX_CONCURRENCY", 1)

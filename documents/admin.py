@@ -5,6 +5,9 @@ documents: links from a job to its document and version, the OCR retry variants 
 understands ``batch_size`` and ``ocr_engine`` hints), and where a tenant's quotas are edited.
 """
 
+# long-module: one admin class per model the app owns, each short and read-only but for its guarded
+# actions; one registry is what an operator's admin reads.
+
 from __future__ import annotations
 
 from typing import Any
@@ -17,7 +20,16 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from documents.models import Document, DocumentVersion, Membership, Tenant
+from documents.models import (
+    Deletion,
+    Document,
+    DocumentVersion,
+    Membership,
+    Tenant,
+    WebhookAttempt,
+    WebhookEndpoint,
+    WebhookMessage,
+)
 from documents.pipeline import KIND
 from jobs.admin.registry import (
     RetryVariant,
@@ -180,11 +192,33 @@ class VersionInline(admin.TabularInline):
 
 @admin.register(Document)
 class DocumentAdmin(ReadOnlyAdmin):
-    list_display = ("title", "id", "tenant", "latest_number", "published", "created_at")
+    list_display = ("title", "id", "tenant", "latest_number", "published", "created_at", "deleted_at")
     list_filter = ("tenant",)
     list_select_related = ("tenant", "published_version")
     search_fields = ("=id", "title", "tenant__slug")
     inlines = (VersionInline,)
+    actions = ("delete_with_cleanup",)
+
+    def has_lifecycle_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("documents.delete_document"))
+
+    @admin.action(
+        description="Delete the selected documents and everything made from them", permissions=["lifecycle"]
+    )
+    def delete_with_cleanup(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        # Through the delete service (the raw admin delete would skip the job cancel, the stored
+        # files and the audit record): recorded as the operator's.
+        from documents.services.delete import document_delete
+
+        done = 0
+        for document in queryset.filter(deleted_at=None).select_related("tenant"):
+            if document_delete(
+                tenant=document.tenant, document_id=document.pk, user=request.user, via="admin"
+            ):
+                done += 1
+        self.message_user(
+            request, f"{done} document(s) deleted; their cleanup runs now (the reaper finishes it)."
+        )
 
     @admin.display(description="published")
     def published(self, document: Document) -> str:
@@ -217,3 +251,103 @@ class DocumentVersionAdmin(ReadOnlyAdmin):
     @admin.display(description="job")
     def job_state(self, version: DocumentVersion) -> str:
         return job_link(version.job)
+
+
+@admin.register(Deletion)
+class DeletionAdmin(ReadOnlyAdmin):
+    """The audit trail of deletes: who, when, which ids (no content); kept after the cleanup."""
+
+    list_display = (
+        "requested_at",
+        "tenant",
+        "document_id",
+        "version_number",
+        "requested_by_name",
+        "via",
+        "cleaned_at",
+        "rows_removed",
+        "files_removed",
+    )
+    list_filter = ("tenant", "via")
+    list_select_related = ("tenant",)
+    search_fields = ("=document_id", "requested_by_name")
+    fields = (*list_display, "version_ids")
+    readonly_fields = fields
+
+
+# --- webhooks: endpoints (read-only: tenants manage them through the API), messages and their
+# delivery log, with "send again" --------------------------------------------------------------
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(ReadOnlyAdmin):
+    list_display = ("url", "tenant", "events", "enabled", "disabled_reason", "created_at")
+    list_filter = ("enabled", "tenant")
+    list_select_related = ("tenant",)
+    search_fields = ("url", "tenant__slug")
+    fields = (
+        "tenant",
+        "url",
+        "events",
+        "enabled",
+        "description",
+        "created_at",
+        "disabled_at",
+        "disabled_reason",
+    )
+    readonly_fields = fields  # never the secret
+
+
+class AttemptInline(admin.TabularInline):
+    model = WebhookAttempt
+    fields = ("at", "status_code", "duration_ms", "error")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(WebhookMessage)
+class WebhookMessageAdmin(ReadOnlyAdmin):
+    list_display = (
+        "event_type",
+        "endpoint",
+        "state",
+        "attempts",
+        "created_at",
+        "next_attempt_at",
+        "delivered_at",
+    )
+    list_filter = ("state", "event_type")
+    list_select_related = ("endpoint__tenant",)
+    search_fields = ("=id", "endpoint__url")
+    fields = (
+        "endpoint",
+        "event_type",
+        "state",
+        "attempts",
+        "payload",
+        "created_at",
+        "next_attempt_at",
+        "delivered_at",
+    )
+    readonly_fields = fields
+    inlines = (AttemptInline,)
+    actions = ("send_again",)
+
+    def has_resend_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("documents.change_webhookmessage"))
+
+    @admin.action(description="Send the selected messages again", permissions=["resend"])
+    def send_again(self, request: HttpRequest, queryset: QuerySet[WebhookMessage]) -> None:
+        from documents.services.webhooks import webhook_message_resend
+
+        ids = list(queryset.values_list("pk", flat=True))
+        for pk in ids:
+            webhook_message_resend(message_id=pk)
+        self.message_user(request, f"{len(ids)} message(s) will be sent again.")

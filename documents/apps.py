@@ -9,12 +9,21 @@ class DocumentsConfig(AppConfig):
     def ready(self) -> None:
         import documents.checks  # noqa: F401  (registers the system checks)
         from documents import pipeline
+        from documents.audit import LEFTOVERS
         from documents.engines.ocr import tesseract_leftover_age
+        from documents.services.delete import deletions_sweep
         from documents.services.quotas import tenant_quota
+        from documents.webhook_delivery import webhook_messages_sweep
+        from jobs.audit import register_check
         from jobs.quotas import register_provider
         from jobs.scratch import register_leftover
+        from jobs.services.reaper import register_sweep
 
         pipeline.register()
         register_provider(tenant_quota)
         # pytesseract's temp files (image in, text out) of a worker killed mid-page.
         register_leftover("tess_*", tesseract_leftover_age)
+        # Lifecycle: the reaper finishes deletes whose cleanup died; check_jobs audits leftovers.
+        register_sweep("documents.deletions", deletions_sweep)
+        register_check(LEFTOVERS)
+        register_sweep("documents.webhooks", webhook_messages_sweep)

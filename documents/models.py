@@ -5,6 +5,9 @@ A version's outputs are keyed so that re-running a stage writes nothing twice: p
 search only ever reads entries of a document's *published* version.
 """
 
+# long-module: every table of the documents app in the one module Django reads models from: tenants,
+# documents and versions, their stage outputs and the lifecycle (deletions, webhooks, batches).
+
 from __future__ import annotations
 
 import uuid
@@ -56,10 +59,19 @@ class Document(models.Model):
     published_version = models.ForeignKey(
         "DocumentVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Lifecycle: a deleted document is a tombstone (filtered by every selector) until its
+    # cleanup removes the row; see documents/services/delete.py.
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["tenant", "-created_at"], name="document_tenant_recent")]
+        indexes = [
+            models.Index(fields=["tenant", "-created_at"], name="document_tenant_recent"),
+            # Tombstones awaiting cleanup: few, read by the leftovers audit.
+            models.Index(
+                fields=["deleted_at"], condition=models.Q(deleted_at__isnull=False), name="document_deleted"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title
@@ -85,11 +97,17 @@ class DocumentVersion(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     published_at = models.DateTimeField(null=True, blank=True)
     superseded_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)  # lifecycle tombstone
 
     class Meta:
         ordering = ["document", "-number"]
         constraints = [
             models.UniqueConstraint(fields=["document", "number"], name="version_number_unique"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["deleted_at"], condition=models.Q(deleted_at__isnull=False), name="version_deleted"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -171,3 +189,169 @@ class ProviderSlot(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["provider", "number"], name="provider_slot_unique")]
+
+
+class Deletion(models.Model):
+    """The audit record of a delete (who, when, which ids; no content) and, while ``cleaned_at``
+    is empty, the pending-cleanup marker the reaper's sweep finishes. It outlives the document."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    document_id = models.UUIDField()
+    # Empty: the whole document; otherwise that one version.
+    version_number = models.PositiveIntegerField(null=True, blank=True)
+    version_ids = models.JSONField(default=list, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_by_name = models.CharField(max_length=150, blank=True, default="")
+    via = models.CharField(max_length=16, default="api")
+    requested_at = models.DateTimeField(default=timezone.now)
+    cleaned_at = models.DateTimeField(null=True, blank=True)
+    rows_removed = models.PositiveIntegerField(default=0)
+    files_removed = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-requested_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["document_id"],
+                condition=models.Q(version_number__isnull=True),
+                name="deletion_once_per_document",
+            ),
+            models.UniqueConstraint(
+                fields=["document_id", "version_number"],
+                condition=models.Q(version_number__isnull=False),
+                name="deletion_once_per_version",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["requested_at"], condition=models.Q(cleaned_at__isnull=True), name="deletion_pending"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        what = f"v{self.version_number} of " if self.version_number else ""
+        return f"delete {what}{self.document_id}"
+
+
+# --- Lifecycle: webhooks ------------------------------------------------------------------------
+
+
+class WebhookEndpoint(models.Model):
+    """A tenant's URL that is told about its documents' terminal states (Standard Webhooks)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="webhook_endpoints")
+    url = models.URLField(max_length=2000)
+    events = models.JSONField(default=list)
+    enabled = models.BooleanField(default=True)
+    # ``whsec_`` + base64: shown once at creation; kept because every payload is signed with it.
+    secret = models.CharField(max_length=100)
+    description = models.CharField(max_length=200, blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.CharField(max_length=300, blank=True, default="")
+
+    class Meta:
+        ordering = ["tenant", "created_at"]
+        indexes = [models.Index(fields=["tenant", "enabled"], name="webhook_endpoint_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant}: {self.url}"
+
+
+class WebhookMessage(models.Model):
+    """One event for one endpoint: written in the commit that makes the event true (an outbox),
+    sent by the workers after it, retried with backoff until delivered or out of attempts."""
+
+    # Not ``status``: that word is the jobs' (the layout test keeps its writers in one place).
+    class State(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="messages")
+    event_type = models.CharField(max_length=40)
+    payload = models.JSONField()
+    state = models.CharField(max_length=12, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    # When the next attempt is due; a sender moves it ahead while it sends (its claim).
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # When a task was last handed to the workers for it (the reaper re-sends lost ones).
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=models.Q(state="pending"),
+                name="webhook_message_due",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.webhook_id}"
+
+    @property
+    def webhook_id(self) -> str:
+        return f"msg_{self.pk.hex}"
+
+
+class WebhookAttempt(models.Model):
+    """One try at sending a message: what the endpoint answered (no body kept), how long it took."""
+
+    message = models.ForeignKey(WebhookMessage, on_delete=models.CASCADE, related_name="attempt_log")
+    at = models.DateTimeField(default=timezone.now)
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    error = models.CharField(max_length=300, blank=True, default="")
+
+    class Meta:
+        ordering = ["message", "at"]
+
+
+# --- Lifecycle: batches -------------------------------------------------------------------------
+
+
+class Batch(models.Model):
+    """Many files uploaded in one request: one document each (or a per-file refusal)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="batches")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # Set once, when the last of its jobs finished (then ``batch.completed`` is sent).
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"batch {self.pk}"
+
+
+class BatchItem(models.Model):
+    """One file of a batch: its document and job, or why it was refused (nothing stored then)."""
+
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveIntegerField()
+    filename = models.CharField(max_length=255)
+    document = models.ForeignKey(Document, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    error_code = models.CharField(max_length=40, blank=True, default="")
+    error_message = models.CharField(max_length=300, blank=True, default="")
+
+    class Meta:
+        ordering = ["batch", "position"]
+        constraints = [models.UniqueConstraint(fields=["batch", "position"], name="batch_item_once")]

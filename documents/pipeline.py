@@ -43,6 +43,12 @@ def _cleanup(job: Job, from_stage: str) -> None:
     version_cleanup(job, from_stage)
 
 
+def _finished(job: Job) -> None:
+    from documents.services.webhooks import job_finished
+
+    job_finished(job)
+
+
 PIPELINE = Pipeline(
     kind=KIND,
     label="Document ingestion",
@@ -97,6 +103,7 @@ PIPELINE = Pipeline(
     ),
     publish=_publish,
     cleanup=_cleanup,
+    on_finish=_finished,
     causes=causes.ALL,
 )
 

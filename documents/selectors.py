@@ -51,7 +51,7 @@ def access_document(tenant: Tenant, document_id: Any) -> Document | None:
         return None
     return (
         Document.objects.select_related("published_version", "latest_version__job")
-        .filter(tenant=tenant, pk=pk)
+        .filter(tenant=tenant, pk=pk, deleted_at=None)
         .first()
     )
 
@@ -63,7 +63,7 @@ def access_version_by_job(tenant: Tenant, document_id: Any, job_id: Any) -> Docu
         return None
     # At most one row (a job belongs to one version): no ORDER BY to build or to run.
     found = DocumentVersion.objects.select_related("job").filter(
-        document__tenant=tenant, document_id=doc_pk, job_id=job_pk
+        document__tenant=tenant, document_id=doc_pk, job_id=job_pk, deleted_at=None, document__deleted_at=None
     )
     return next(iter(found.order_by()[:1]), None)
 
@@ -80,7 +80,7 @@ def state_filter(word: str) -> Q:
 
 
 def documents_of(tenant: Tenant, *, state: str | None = None) -> QuerySet[Document]:
-    documents = Document.objects.filter(tenant=tenant).select_related(
+    documents = Document.objects.filter(tenant=tenant, deleted_at=None).select_related(
         "published_version", "latest_version__job"
     )
     if state:
@@ -89,7 +89,7 @@ def documents_of(tenant: Tenant, *, state: str | None = None) -> QuerySet[Docume
 
 
 def versions_of(document: Document) -> QuerySet[DocumentVersion]:
-    return document.versions.select_related("job").order_by("-number")
+    return document.versions.filter(deleted_at=None).select_related("job").order_by("-number")
 
 
 def job_status(version: DocumentVersion, job: Job | None = None) -> dict[str, Any]:

@@ -5,7 +5,7 @@ import re
 from django.conf import settings
 from django.urls import URLPattern, path, re_path
 
-from documents import views
+from documents import views, views_lifecycle
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
@@ -16,6 +16,7 @@ urlpatterns: list[URLPattern] = [
     path(f"{JOB}/cancel", views.job_cancel_view, name="job-cancel"),
     path(f"{JOB}/retry", views.job_retry_view, name="job-retry"),
     path("search", views.search_page, name="search"),
+    path("documents/<str:document_id>/delete", views_lifecycle.document_delete_view, name="document-delete"),
 ]
 
 # Static files are served here only when STATIC_URL is a local path (see views.static_file).

@@ -152,6 +152,34 @@ INVARIANTS = [
 ]
 
 
+@dataclass(frozen=True)
+class Check:
+    """An app's own audit check (e.g. rows left without their subject): ``find(limit)`` returns
+    short descriptions of at most ``limit`` offenders, nothing when the check holds."""
+
+    name: str
+    description: str
+    find: Callable[[int], list[str]]
+
+
+CHECKS: dict[str, Check] = {}
+
+
+def register_check(check: Check) -> None:
+    """Add ``check`` to ``check_jobs`` (registering a name again replaces it)."""
+    CHECKS[check.name] = check
+
+
+def check_violations(limit: int = 50) -> dict[str, list[str]]:
+    """Offenders per registered app check (only checks with offenders are listed)."""
+    found: dict[str, list[str]] = {}
+    for check in list(CHECKS.values()):
+        rows = check.find(limit)
+        if rows:
+            found[check.name] = rows
+    return found
+
+
 def violations(limit: int = 50, *, full: bool = False) -> dict[str, list[Job]]:
     """Offending jobs per invariant (only invariants with offenders are listed).
 

@@ -5,9 +5,10 @@ registers a :class:`Pipeline` (in its ``AppConfig.ready``) holding everything th
 own: ordered stages with handlers, weights, deadlines, resumability and retry rules, the
 combined state words (a running stage's name, its failure word), the failure causes with their
 user messages, and hooks for publishing (inside the short transaction that sets ``ready``; it
-may raise to refuse) and for cleanup (after a cancel or a failure: remove the unpublished
-outputs of the given stage and every later one; it must be idempotent). ``jobs/`` itself holds
-only generic causes.
+may raise to refuse), for being told of a finished job in the transaction that finishes it
+(``on_finish``), and for cleanup (after a cancel or a failure: remove the unpublished outputs of
+the given stage and every later one; it must be idempotent). ``jobs/`` itself holds only generic
+causes.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ class Pipeline:
     cleanup: CleanupHook | None = None
     label: str = ""
     causes: tuple[Cause, ...] = ()
+    # Called inside the transaction that moves a job into ready, failed or cancelled, after its
+    # compare-and-set: cheap writes only (e.g. an outbox row), no network call.
+    on_finish: JobHook | None = None
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.stages]

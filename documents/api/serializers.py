@@ -127,3 +127,15 @@ class DocumentPageOut(serializers.Serializer[Any]):
     next = serializers.URLField(allow_null=True)
     previous = serializers.URLField(allow_null=True)
     results = DocumentOut(many=True)
+
+
+class DeletionOut(serializers.Serializer[Any]):
+    """A delete whose cleanup is still running (the document is already gone from every list)."""
+
+    deletion_id = serializers.IntegerField()
+    document_id = serializers.UUIDField()
+    version = serializers.IntegerField(
+        allow_null=True, help_text="Empty when the whole document was deleted."
+    )
+    requested_at = serializers.DateTimeField()
+    cleanup = serializers.CharField()

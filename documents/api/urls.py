@@ -1,7 +1,7 @@
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from documents.api import sse, views
+from documents.api import batches, sse, views, webhooks
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
@@ -9,11 +9,25 @@ urlpatterns = [
     path("documents/", views.DocumentsView.as_view(), name="api-documents"),
     path("documents/<str:document_id>/", views.DocumentView.as_view(), name="api-document"),
     path("documents/<str:document_id>/versions/", views.VersionsView.as_view(), name="api-versions"),
+    # Lifecycle: both slash forms, without a redirect (it would drop the DELETE).
+    path("documents/<str:document_id>", views.DocumentViewWithoutSlash.as_view()),
+    re_path(
+        r"^documents/(?P<document_id>[^/]+)/versions/(?P<number>[0-9]+)/?$",
+        views.VersionView.as_view(),
+        name="api-version",
+    ),
     path(JOB, views.JobView.as_view(), name="api-job"),
     path(f"{JOB}/cancel", views.JobCancelView.as_view(), name="api-job-cancel"),
     path(f"{JOB}/retry", views.JobRetryView.as_view(), name="api-job-retry"),
     path(f"{JOB}/events", sse.job_events, name="api-job-events"),
     path("search", views.SearchView.as_view(), name="api-search"),
+    re_path(r"^batches/?$", batches.BatchesView.as_view(), name="api-batches"),
+    re_path(r"^batches/(?P<batch_id>[^/]+)/?$", batches.BatchView.as_view(), name="api-batch"),
+    re_path(
+        r"^batches/(?P<batch_id>[^/]+)/cancel/?$", batches.BatchCancelView.as_view(), name="api-batch-cancel"
+    ),
+    re_path(r"^webhooks/?$", webhooks.WebhooksView.as_view(), name="api-webhooks"),
+    re_path(r"^webhooks/(?P<endpoint_id>[^/]+)/?$", webhooks.WebhookView.as_view(), name="api-webhook"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

@@ -24,6 +24,7 @@ from documents.selectors import (
     tenant_for,
     versions_of,
 )
+from documents.services.delete import DeleteRefused, DeleteResult, document_delete, version_delete
 from documents.services.upload import UploadResult, document_upload
 from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES
 from jobs.models import Actor
@@ -173,6 +174,48 @@ class DocumentView(TenantView):
             for v in versions_of(document)
         ]
         return Response({**document_summary(document), "versions": versions})
+
+    @extend_schema(request=None, responses={202: s.DeletionOut, 204: None, **ERRORS})
+    def delete(self, request: Request, document_id: str) -> Response:
+        return deletion_answer(
+            document_delete(tenant=self.tenant, document_id=document_id, user=request.user)
+        )
+
+
+class DocumentViewWithoutSlash(DocumentView):
+    """The same endpoint without the trailing slash (a redirect would drop a DELETE); listed in
+    the schema once, under its slash form."""
+
+    schema = None
+
+
+def deletion_answer(result: DeleteResult | None) -> Response:
+    """202 with the deletion while its cleanup runs, 204 once nothing remains to clean."""
+    if result is None:
+        raise ApiError(404, "not_found", "Not found.")
+    if not result.pending:
+        return Response(status=status.HTTP_204_NO_CONTENT)
+    deletion = result.deletion
+    body = {
+        "deletion_id": deletion.pk,
+        "document_id": str(deletion.document_id),
+        "version": deletion.version_number,
+        "requested_at": deletion.requested_at.isoformat(),
+        "cleanup": "pending",
+    }
+    return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+class VersionView(TenantView):
+    @extend_schema(request=None, responses={202: s.DeletionOut, 204: None, **ACTION_ERRORS})
+    def delete(self, request: Request, document_id: str, number: int) -> Response:
+        try:
+            result = version_delete(
+                tenant=self.tenant, document_id=document_id, number=number, user=request.user
+            )
+        except DeleteRefused as exc:
+            raise ApiError(409, exc.code, exc.message) from None
+        return deletion_answer(result)
 
 
 class VersionsView(TenantView):

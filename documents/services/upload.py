@@ -42,6 +42,17 @@ class QuotaExceeded(UploadRejected):
         self.detail = ""
 
 
+class DocumentDeleted(UploadRejected):
+    """The document was deleted while a new version of it was being uploaded."""
+
+    def __init__(self) -> None:
+        Exception.__init__(self, "deleted")
+        self.code = "not_found"  # type: ignore[assignment]
+        self.message = "Not found."
+        self.http_status = 404
+        self.detail = ""
+
+
 @dataclass(frozen=True)
 class UploadResult:
     document: Document
@@ -125,6 +136,8 @@ def _create_version(
         else:
             # Lock the document: two concurrent uploads must not both become version N+1.
             document = Document.objects.select_for_update().get(pk=document.pk)
+            if document.deleted_at is not None:
+                raise DocumentDeleted()  # deleted while this upload was checked
             if title:
                 Document.objects.filter(pk=document.pk).update(title=title[:300])
         number = document.latest_number + 1

@@ -8,6 +8,7 @@ reaper racing a worker that was only slow, cannot both win.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,6 +30,17 @@ log = logging.getLogger(__name__)
 
 REAPER = "reaper"
 
+# Apps' own unfinished work the reaper finishes each pass (e.g. a delete whose after-commit
+# cleanup died): each sweep takes a limit and returns the ids it finished. The engine does not
+# know what they are about.
+Sweep = Callable[[int], list[Any]]
+_SWEEPS: dict[str, Sweep] = {}
+
+
+def register_sweep(name: str, sweep: Sweep) -> None:
+    """Have every reaper pass call ``sweep(limit)`` (registering a name again replaces it)."""
+    _SWEEPS[name] = sweep
+
 
 @dataclass
 class ReapReport:
@@ -39,6 +51,7 @@ class ReapReport:
     cancelled: list[Any] = field(default_factory=list)
     dispatched: list[Any] = field(default_factory=list)
     cleaned: list[Any] = field(default_factory=list)
+    swept: list[Any] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         return {name: len(ids) for name, ids in self.__dict__.items()}
@@ -183,4 +196,12 @@ def reap(*, now: datetime | None = None, dry_run: bool = False, limit: int = 500
     for job_id in pending.values_list("pk", flat=True)[:limit]:
         if dry_run or job_run_cleanup(job_id=job_id):
             report.cleaned.append(job_id)
+
+    # 5. Registered sweeps; one that fails is logged and tried again next pass.
+    if not dry_run:
+        for name, sweep in list(_SWEEPS.items()):
+            try:
+                report.swept += sweep(limit)
+            except Exception:
+                log.exception("reaper sweep %s failed; it runs again next pass", name)
     return report

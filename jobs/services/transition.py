@@ -15,8 +15,9 @@ from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 from django_fsm import TransitionNotAllowed, can_proceed
 
+from jobs import pipelines
 from jobs.errors import JobConflict, LeaseLost, TransitionRefused
-from jobs.models import LEASED, Actor, Job, JobEvent
+from jobs.models import FINISHED, LEASED, Actor, Job, JobEvent
 
 log = logging.getLogger(__name__)
 
@@ -156,9 +157,20 @@ def apply_transition(
             reason=reason,
             at=now,
         )
+        if job.status in FINISHED and source_status not in FINISHED:
+            _on_finish(job)
         if after_commit is not None:
             transaction.on_commit(lambda: after_commit(job))
     return job
+
+
+def _on_finish(job: Job) -> None:
+    try:
+        hook = pipelines.get(job.kind).on_finish
+    except LookupError:
+        return
+    if hook is not None:
+        hook(job)
 
 
 def update_returning(where: Q, changes: dict[str, Any], returning: tuple[str, ...]) -> tuple[Any, ...] | None:

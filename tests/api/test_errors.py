@@ -95,8 +95,8 @@ def test_wrong_methods_answer_405_in_the_error_shape(alice: Caller):
     doc, status_url = f"/api/documents/{body['document_id']}/", body["status_url"]
     cases = [
         ("delete", "/api/documents/", "GET, POST"),
-        ("put", doc, "GET"),
-        ("delete", doc, "GET"),
+        ("put", doc, "GET, DELETE"),
+        ("post", doc, "GET, DELETE"),
         ("get", f"{doc}versions/", "POST"),
         ("patch", status_url, "GET"),
         ("get", f"{status_url}/cancel", "POST"),

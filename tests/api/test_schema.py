@@ -24,6 +24,16 @@ OPERATIONS = [
     ("POST", "/api/documents/{document_id}/jobs/{job_id}/cancel"),
     ("POST", "/api/documents/{document_id}/jobs/{job_id}/retry"),
     ("GET", "/api/search"),
+    ("DELETE", "/api/documents/{document_id}/"),
+    ("DELETE", "/api/documents/{document_id}/versions/{number}/"),
+    ("POST", "/api/batches/"),
+    ("GET", "/api/batches/{batch_id}/"),
+    ("POST", "/api/batches/{batch_id}/cancel/"),
+    ("GET", "/api/webhooks/"),
+    ("POST", "/api/webhooks/"),
+    ("GET", "/api/webhooks/{endpoint_id}/"),
+    ("PATCH", "/api/webhooks/{endpoint_id}/"),
+    ("DELETE", "/api/webhooks/{endpoint_id}/"),
 ]
 EVENTS = "/api/documents/{document_id}/jobs/{job_id}/events"
 

@@ -7,7 +7,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from jobs.audit import INVARIANTS, audit_mark_advance, progress_watermark, violations
+from jobs.audit import (
+    CHECKS,
+    INVARIANTS,
+    audit_mark_advance,
+    check_violations,
+    progress_watermark,
+    violations,
+)
 
 
 class Command(BaseCommand):
@@ -39,10 +46,19 @@ class Command(BaseCommand):
                     f"     job {job.pk} kind={job.kind} status={job.status} stage={job.stage} "
                     f"version={job.version} progress={job.progress}"
                 )
+        app_found = check_violations()
+        for check in CHECKS.values():
+            offenders = app_found.get(check.name)
+            if offenders is None:
+                self.stdout.write(f"ok   {check.name}: {check.description}")
+                continue
+            self.stdout.write(f"FAIL {check.name}: {check.description} ({len(offenders)})")
+            for line in offenders:
+                self.stdout.write(f"     {line}")
         scope = "the whole event log" if full or not since else f"events after #{since}"
         self.stdout.write(f"progress checked over {scope}")
         audit_mark_advance()
-        if found:
-            self.stderr.write(f"{len(found)} invariant(s) broken")
+        if found or app_found:
+            self.stderr.write(f"{len(found) + len(app_found)} invariant(s) broken")
             sys.exit(1)
         self.stdout.write("all invariants hold")

@@ -1,0 +1,86 @@
+"""``/api/batches``: many files in one request, one document each; counts, states and cancel."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from documents.api.errors import ApiError
+from documents.api.views import ERRORS, TenantView
+from documents.models import Batch
+from documents.services.batches import Upload, batch_cancel, batch_create, batch_items, file_counts
+
+MAX_FILES = 100
+
+
+class BatchIn(serializers.Serializer[Any]):
+    files = serializers.ListField(
+        child=serializers.FileField(allow_empty_file=True), help_text="The field repeated once per file."
+    )
+
+
+class BatchOut(serializers.Serializer[Any]):
+    batch_id = serializers.UUIDField()
+    created_at = serializers.DateTimeField()
+    cancel_requested_at = serializers.DateTimeField(allow_null=True)
+    completed_at = serializers.DateTimeField(allow_null=True)
+    file_counts = serializers.DictField(child=serializers.IntegerField())
+    documents = serializers.ListField(child=serializers.DictField())
+
+
+def batch_out(batch: Batch) -> dict[str, Any]:
+    return {
+        "batch_id": str(batch.pk),
+        "created_at": batch.created_at.isoformat(),
+        "cancel_requested_at": batch.cancel_requested_at.isoformat() if batch.cancel_requested_at else None,
+        "completed_at": batch.completed_at.isoformat() if batch.completed_at else None,
+        "file_counts": file_counts(batch),
+        "documents": batch_items(batch),
+    }
+
+
+class BatchesView(TenantView):
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(request={"multipart/form-data": BatchIn}, responses={201: BatchOut, **ERRORS})
+    def post(self, request: Request) -> Response:
+        uploads = request.FILES.getlist("files")
+        if not uploads:
+            raise ApiError(400, "no_files", "Send one or more files, each in a field named 'files'.")
+        if len(uploads) > MAX_FILES:
+            raise ApiError(400, "too_many_files", f"Send at most {MAX_FILES} files per batch.")
+        batch = batch_create(
+            tenant=self.tenant, files=[Upload(u.name or "", u) for u in uploads], user=request.user
+        )
+        return Response(batch_out(batch), status=status.HTTP_201_CREATED)
+
+
+class BatchOfTenant(TenantView):
+    def batch(self, batch_id: str) -> Batch:
+        try:
+            pk = uuid.UUID(batch_id)
+        except ValueError:
+            raise ApiError(404, "not_found", "Not found.") from None
+        found = Batch.objects.filter(tenant=self.tenant, pk=pk).first()
+        if found is None:
+            raise ApiError(404, "not_found", "Not found.")
+        return found
+
+
+class BatchView(BatchOfTenant):
+    @extend_schema(responses={200: BatchOut, **ERRORS})
+    def get(self, request: Request, batch_id: str) -> Response:
+        return Response(batch_out(self.batch(batch_id)))
+
+
+class BatchCancelView(BatchOfTenant):
+    @extend_schema(request=None, responses={202: BatchOut, **ERRORS})
+    def post(self, request: Request, batch_id: str) -> Response:
+        batch = batch_cancel(batch=self.batch(batch_id), user=request.user)
+        return Response(batch_out(batch), status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,122 @@
+"""Batch upload: many files in one request, one document each, followed and cancelled together.
+
+Each file goes through the same upload service as a single upload (so the same checks); a file
+that is refused is recorded with its reason and does not fail the others. When the last job of a
+batch finishes, the batch is marked completed and ``batch.completed`` is sent (in that commit).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from documents.engines.validation import UploadRejected
+from documents.models import Batch, BatchItem, Tenant
+from documents.services.upload import document_upload
+from documents.services.webhooks import BATCH_COMPLETED, event_emit
+from jobs.errors import JobConflict
+from jobs.models import FINISHED, Actor, Job, Status
+from jobs.services.lifecycle import job_cancel
+
+# Combined states of a batch's documents, by their job's status.
+COUNTED = {
+    Status.UPLOADED: "queued",
+    Status.QUEUED: "queued",
+    Status.RUNNING: "in_progress",
+    Status.CANCEL_REQUESTED: "in_progress",
+    Status.STALLED: "in_progress",
+    Status.READY: "ready",
+    Status.FAILED: "failed",
+    Status.CANCELLED: "cancelled",
+}
+COUNT_KEYS = ("queued", "in_progress", "ready", "failed", "cancelled", "total")
+
+
+@dataclass(frozen=True)
+class Upload:
+    filename: str
+    data: Any
+
+
+def batch_create(*, tenant: Tenant, files: Iterable[Upload], user: Any = None) -> Batch:
+    """Upload every file as a new document of one batch; refusals are recorded per file."""
+    owner = user if isinstance(user, get_user_model()) else None
+    batch = Batch.objects.create(tenant=tenant, created_by=owner)
+    for position, upload in enumerate(files):
+        item = BatchItem(batch=batch, position=position, filename=upload.filename[:255])
+        try:
+            result = document_upload(tenant=tenant, data=upload.data, filename=upload.filename, user=user)
+        except UploadRejected as exc:
+            item.error_code, item.error_message = str(exc.code), exc.message[:300]
+        else:
+            item.document_id, item.job = result.document.pk, result.job
+        item.save()
+    return batch
+
+
+def batch_cancel(*, batch: Batch, user: Any = None) -> Batch:
+    """Cancel every unfinished job of the batch (queued at once, running at its next safe point)."""
+    name = getattr(user, "get_username", lambda: "")()
+    Batch.objects.filter(pk=batch.pk, cancel_requested_at=None).update(cancel_requested_at=timezone.now())
+    for job_id in batch.items.exclude(job=None).values_list("job_id", flat=True):
+        try:
+            job_cancel(job_id=job_id, actor=Actor.USER, actor_name=name, reason="batch cancelled")
+        except JobConflict:
+            continue  # finished, already cancelling, stalled, or moved on: nothing to cancel here
+    batch.refresh_from_db()
+    return batch
+
+
+def file_counts(batch: Batch) -> dict[str, int]:
+    statuses = Job.objects.filter(pk__in=batch.items.exclude(job=None).values("job_id")).values_list(
+        "status", flat=True
+    )
+    counts = Counter(COUNTED.get(Status(s), "in_progress") for s in statuses)
+    result = {key: counts.get(key, 0) for key in COUNT_KEYS}
+    result["total"] = sum(counts.values())
+    result["rejected"] = batch.items.filter(job=None).count()
+    return result
+
+
+def batch_job_finished(job: Job) -> None:
+    """Part of the pipeline's ``on_finish`` hook: complete the job's batch if it was the last."""
+    item = BatchItem.objects.filter(job_id=job.pk).only("batch_id").first()
+    if item is None:
+        return
+    # Locks the batch: two last jobs finishing at once are serialised, so exactly one sees the
+    # other finished and completes the batch (the count below is read after the lock is held).
+    batch = Batch.objects.select_for_update().get(pk=item.batch_id)
+    if batch.completed_at is not None:
+        return
+    open_jobs = Job.objects.filter(pk__in=batch.items.exclude(job=None).values("job_id")).exclude(
+        status__in=FINISHED
+    )
+    if open_jobs.exists():
+        return
+    Batch.objects.filter(pk=batch.pk).update(completed_at=timezone.now())
+    event_emit(
+        tenant=batch.tenant,
+        event_type=BATCH_COMPLETED,
+        data={"batch_id": str(batch.pk), "file_counts": file_counts(batch)},
+    )
+
+
+def batch_items(batch: Batch) -> list[dict[str, Any]]:
+    items = []
+    for item in batch.items.select_related("job"):
+        entry: dict[str, Any] = {"position": item.position, "filename": item.filename}
+        if item.job is None:
+            entry["error"] = {"code": item.error_code, "message": item.error_message}
+        else:
+            entry.update(
+                document_id=str(item.document_id) if item.document_id else None,
+                job_id=str(item.job_id),
+                state=item.job.state_word() if item.document_id else "deleted",
+            )
+        items.append(entry)
+    return items

@@ -1,0 +1,179 @@
+"""Webhook endpoints (a tenant registers, changes and removes them) and events.
+
+An event is written as one :class:`WebhookMessage` per subscribed endpoint inside the commit that
+makes it true (the job's terminal transition, the delete), so it is never lost nor told early;
+the workers send it after that commit (``documents.webhook_delivery``).
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from documents.models import DocumentVersion, Tenant, WebhookEndpoint, WebhookMessage
+from documents.webhook_delivery import TargetRefused, check_target, dispatch_message
+from jobs.models import Job, Status
+
+DOCUMENT_READY = "document.ready"
+DOCUMENT_FAILED = "document.failed"
+DOCUMENT_CANCELLED = "document.cancelled"
+DOCUMENT_DELETED = "document.deleted"
+BATCH_COMPLETED = "batch.completed"
+EVENTS = (DOCUMENT_READY, DOCUMENT_FAILED, DOCUMENT_CANCELLED, DOCUMENT_DELETED, BATCH_COMPLETED)
+_BY_STATUS = {
+    Status.READY: DOCUMENT_READY,
+    Status.FAILED: DOCUMENT_FAILED,
+    Status.CANCELLED: DOCUMENT_CANCELLED,
+}
+MAX_ENDPOINTS = 20
+
+
+class WebhookInvalid(Exception):
+    """A registration refused with a user-safe reason (400)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def new_secret() -> str:
+    """``whsec_`` + base64 of 24 random bytes (the Standard Webhooks format)."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+def _check(url: str, events: Iterable[str]) -> list[str]:
+    chosen = list(dict.fromkeys(events))
+    unknown = [e for e in chosen if e not in EVENTS]
+    if not chosen or unknown:
+        raise WebhookInvalid("invalid_events", f"Choose one or more of: {', '.join(EVENTS)}.")
+    try:
+        check_target(url)
+    except TargetRefused as exc:
+        raise WebhookInvalid("webhook_target_refused", exc.reason) from None
+    return chosen
+
+
+def webhook_endpoint_create(
+    *, tenant: Tenant, url: str, events: Iterable[str], description: str = "", user: Any = None
+) -> WebhookEndpoint:
+    """Register an endpoint; its ``secret`` is in the returned object and never shown again."""
+    chosen = _check(url, events)
+    if WebhookEndpoint.objects.filter(tenant=tenant).count() >= MAX_ENDPOINTS:
+        raise WebhookInvalid("too_many_endpoints", f"A workspace can have at most {MAX_ENDPOINTS} endpoints.")
+    owner = user if isinstance(user, get_user_model()) else None
+    return WebhookEndpoint.objects.create(
+        tenant=tenant, url=url, events=chosen, secret=new_secret(), description=description, created_by=owner
+    )
+
+
+def webhook_endpoint_update(
+    *,
+    endpoint: WebhookEndpoint,
+    url: str | None = None,
+    events: Iterable[str] | None = None,
+    enabled: bool | None = None,
+    description: str | None = None,
+) -> WebhookEndpoint:
+    """Change an endpoint; enabling it again clears the notice of why it was disabled."""
+    chosen = _check(url or endpoint.url, endpoint.events if events is None else events)
+    fields: dict[str, Any] = {"events": chosen}
+    if url is not None:
+        fields["url"] = url
+    if description is not None:
+        fields["description"] = description
+    if enabled is not None:
+        fields["enabled"] = enabled
+        if enabled:
+            fields.update(disabled_at=None, disabled_reason="")
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(**fields)
+    endpoint.refresh_from_db()
+    return endpoint
+
+
+def webhook_endpoint_delete(*, endpoint: WebhookEndpoint) -> None:
+    """Remove an endpoint with its messages and their delivery log."""
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).delete()
+
+
+def webhook_endpoint_disable(*, endpoint_id: Any, reason: str) -> None:
+    """Disable an endpoint that keeps failing, with the notice its owner and operators see."""
+    WebhookEndpoint.objects.filter(pk=endpoint_id, enabled=True).update(
+        enabled=False, disabled_at=timezone.now(), disabled_reason=reason[:300]
+    )
+
+
+def event_emit(*, tenant: Tenant, event_type: str, data: dict[str, Any]) -> list[WebhookMessage]:
+    """Write ``event_type`` for every enabled endpoint of ``tenant`` subscribed to it; each is
+    sent after the surrounding transaction commits. Call it inside that transaction."""
+    endpoints = [
+        e for e in WebhookEndpoint.objects.filter(tenant=tenant, enabled=True) if event_type in e.events
+    ]
+    if not endpoints:
+        return []
+    now = timezone.now()
+    messages = [
+        WebhookMessage(
+            id=uuid.uuid4(),
+            endpoint=endpoint,
+            event_type=event_type,
+            payload={"type": event_type, "timestamp": now.isoformat(), "data": data},
+            next_attempt_at=now,
+            created_at=now,
+        )
+        for endpoint in endpoints
+    ]
+    WebhookMessage.objects.bulk_create(messages)
+    ids = [m.pk for m in messages]
+    transaction.on_commit(lambda: _dispatch_all(ids))
+    return messages
+
+
+def _dispatch_all(ids: list[uuid.UUID]) -> None:
+    for pk in ids:
+        dispatch_message(pk)
+
+
+def job_finished(job: Job) -> None:
+    """The document pipeline's ``on_finish`` hook (inside the terminal transition): the terminal
+    state becomes an event, and the job's batch completes if it was the last one."""
+    from documents.services.batches import batch_job_finished
+
+    document_job_event(job)
+    batch_job_finished(job)
+
+
+def document_job_event(job: Job) -> None:
+    """``document.ready``, ``.failed`` or ``.cancelled`` for a finished ingestion job."""
+    event_type = _BY_STATUS.get(Status(job.status))
+    version = (
+        DocumentVersion.objects.filter(pk=job.payload.get("version_id"))
+        .select_related("document__tenant")
+        .first()
+    )
+    if event_type is None or version is None:
+        return
+    data: dict[str, Any] = {
+        "document_id": str(version.document_id),
+        "version": version.number,
+        "job_id": str(job.pk),
+        "state": job.state_word(),
+    }
+    if job.status == Status.FAILED:
+        data["error"] = {"code": job.error_code, "message": job.error_message}
+    event_emit(tenant=version.document.tenant, event_type=event_type, data=data)
+
+
+def webhook_message_resend(*, message_id: Any) -> None:
+    """Send a message again (an operator's "send again"), whatever happened to it before."""
+    WebhookMessage.objects.filter(pk=message_id).update(
+        state=WebhookMessage.State.PENDING, next_attempt_at=timezone.now(), dispatched_at=None
+    )
+    transaction.on_commit(lambda: dispatch_message(message_id))

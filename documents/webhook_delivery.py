@@ -1,0 +1,209 @@
+"""Sending webhook messages from the q2 workers: signed (Standard Webhooks), SSRF-safe, bounded.
+
+The target's addresses are resolved and checked at every send and the request goes to the very
+address that was checked (the ``Host`` header and TLS name stay the URL's), so a DNS answer that
+changes after registration (rebinding) cannot reach a private network. Redirects are not
+followed, timeouts are short and the response body is never read. Each attempt is logged; a
+failed one is retried on the schedule of ``WEBHOOK_RETRY_SCHEDULE`` by the reaper's sweep, and
+a message out of attempts disables its endpoint with a notice.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import socket
+import time
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+from django.conf import settings
+from django.db.models import F, Q
+from django.utils import timezone
+from django_q.tasks import async_task
+from standardwebhooks.webhooks import Webhook
+
+from documents.limiter import DatabaseLimiter
+from documents.models import WebhookAttempt, WebhookEndpoint, WebhookMessage
+from jobs.errors import StageFailure
+
+log = logging.getLogger(__name__)
+
+TASK = "documents.webhook_delivery.deliver"
+TASK_OPTIONS = {"ack_failure": True, "save": False}
+# A task handed to the workers but not started within this long is handed out again.
+REDISPATCH_AFTER = timedelta(seconds=60)
+PENDING = WebhookMessage.State.PENDING
+# Deliveries share the workers with jobs: at most WEBHOOK_MAX_CONCURRENCY of them send at once
+# (slots shared by every process), so slow endpoints can hold that many workers at most.
+SLOTS = "webhooks"
+
+
+class TargetRefused(Exception):
+    """A webhook URL we will not send to; ``reason`` is safe to show to its owner."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _public(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+def check_target(url: str) -> list[str]:
+    """The addresses ``url`` resolves to, all of them allowed; :class:`TargetRefused` otherwise."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise TargetRefused("The URL must start with http:// or https:// and name a host.")
+    if parts.username or parts.password:
+        raise TargetRefused("The URL must not contain a user name or password.")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        found = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+    except (OSError, ValueError, UnicodeError):
+        raise TargetRefused("The URL's host could not be resolved.") from None
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+    if not settings.WEBHOOK_ALLOW_PRIVATE and not all(_public(a) for a in addresses):
+        raise TargetRefused(
+            "The URL points to a private, loopback or link-local address, which is not allowed."
+        )
+    return addresses
+
+
+def retry_schedule() -> list[float]:
+    return [float(s) for s in str(settings.WEBHOOK_RETRY_SCHEDULE).split(",") if s.strip()]
+
+
+def dispatch_message(message_id: Any) -> bool:
+    """Hand one message to the workers and record when. Never raises (the sweep retries)."""
+    try:
+        async_task(TASK, str(message_id), q_options=dict(TASK_OPTIONS))
+    except Exception:
+        log.exception("could not hand webhook message %s to the task queue", message_id)
+        return False
+    WebhookMessage.objects.filter(pk=message_id).update(dispatched_at=timezone.now())
+    return True
+
+
+def webhook_messages_sweep(limit: int) -> list[Any]:
+    """The reaper's sweep: hand out messages that are due and have no live task (a retry whose
+    time came, a task lost with its worker or broker)."""
+    now = timezone.now()
+    not_sent = (
+        Q(dispatched_at=None)
+        | Q(dispatched_at__lt=F("next_attempt_at"))
+        | Q(dispatched_at__lt=now - REDISPATCH_AFTER)
+    )
+    due = WebhookMessage.objects.filter(not_sent, state=PENDING, next_attempt_at__lte=now)
+    ids = list(due.order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
+    return [pk for pk in ids if dispatch_message(pk)]
+
+
+def deliver(message_id: str) -> str:
+    """The q2 task: one attempt at sending a due message. Returns what happened."""
+    now = timezone.now()
+    hold_for = 3 * float(settings.WEBHOOK_TIMEOUT) + 30
+    hold = now + timedelta(seconds=hold_for)
+    # The claim: only one sender at a time (a duplicate task finds it no longer due).
+    due = WebhookMessage.objects.filter(pk=message_id, state=PENDING, next_attempt_at__lte=now)
+    if not due.update(next_attempt_at=hold):
+        return "not due"
+    message = WebhookMessage.objects.select_related("endpoint").get(pk=message_id)
+    endpoint = message.endpoint
+    if not endpoint.enabled:
+        WebhookMessage.objects.filter(pk=message.pk).update(
+            state=WebhookMessage.State.FAILED, next_attempt_at=None
+        )
+        WebhookAttempt.objects.create(message=message, error="endpoint disabled: not sent")
+        return "endpoint disabled"
+    try:
+        with DatabaseLimiter(settings.WEBHOOK_MAX_CONCURRENCY, wait_seconds=0, hold_seconds=hold_for).slot(
+            SLOTS
+        ):
+            started = time.monotonic()
+            status_code, error = send(endpoint, message)
+            duration = int((time.monotonic() - started) * 1000)
+    except StageFailure:
+        # Every slot is sending: give the worker back to the jobs; the reaper hands this out again.
+        WebhookMessage.objects.filter(pk=message.pk).update(next_attempt_at=timezone.now())
+        return "busy"
+    WebhookAttempt.objects.create(message=message, status_code=status_code, duration_ms=duration, error=error)
+    attempts = message.attempts + 1
+    if status_code is not None and 200 <= status_code < 300:
+        WebhookMessage.objects.filter(pk=message.pk).update(
+            state=WebhookMessage.State.DELIVERED,
+            attempts=attempts,
+            delivered_at=timezone.now(),
+            next_attempt_at=None,
+        )
+        return "delivered"
+    schedule = retry_schedule()
+    if attempts > len(schedule):
+        WebhookMessage.objects.filter(pk=message.pk).update(
+            state=WebhookMessage.State.FAILED, attempts=attempts, next_attempt_at=None
+        )
+        from documents.services.webhooks import webhook_endpoint_disable
+
+        webhook_endpoint_disable(
+            endpoint_id=endpoint.pk,
+            reason=f"Disabled: {attempts} attempts to deliver {message.event_type} "
+            f"since {message.created_at:%Y-%m-%d %H:%M} UTC failed (last: {error or status_code}).",
+        )
+        return "failed"
+    next_at = timezone.now() + timedelta(seconds=schedule[attempts - 1])
+    WebhookMessage.objects.filter(pk=message.pk).update(attempts=attempts, next_attempt_at=next_at)
+    return "retry later"
+
+
+def signed_headers(endpoint: WebhookEndpoint, message: WebhookMessage, body: str) -> dict[str, str]:
+    """The Standard Webhooks headers for ``body`` (signed with the standardwebhooks library)."""
+    now = timezone.now()
+    return {
+        "content-type": "application/json",
+        "webhook-id": message.webhook_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": Webhook(endpoint.secret).sign(message.webhook_id, now, body),
+        "user-agent": "document-platform-webhooks/1",
+    }
+
+
+def send(endpoint: WebhookEndpoint, message: WebhookMessage) -> tuple[int | None, str]:
+    """POST the message once: ``(status code, "")`` when the endpoint answered, else
+    ``(None or the code, a short error)``. Never raises."""
+    try:
+        address = check_target(endpoint.url)[0]
+    except TargetRefused as exc:
+        return None, exc.reason
+    parts = urlsplit(endpoint.url)
+    host = parts.hostname or ""
+    port = parts.port
+    pinned = f"[{address}]" if ":" in address else address
+    target = urlunsplit(
+        (parts.scheme, f"{pinned}:{port}" if port else pinned, parts.path or "/", parts.query, "")
+    )
+    body = json.dumps(message.payload, separators=(",", ":"), ensure_ascii=False)
+    headers = {**signed_headers(endpoint, message, body), "host": parts.netloc.rsplit("@", 1)[-1]}
+    timeout = float(settings.WEBHOOK_TIMEOUT)
+    try:
+        with (
+            httpx.Client(timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False) as client,
+            client.stream(
+                "POST", target, content=body.encode(), headers=headers, extensions={"sni_hostname": host}
+            ) as response,
+        ):
+            # The body is never read: closing the stream drops whatever the endpoint sends.
+            code = response.status_code
+    except httpx.TimeoutException:
+        return None, f"timed out after {timeout:g} s"
+    except httpx.HTTPError as exc:
+        return None, f"connection failed ({type(exc).__name__})"
+    if 300 <= code < 400:
+        return code, "redirects are not followed"
+    return code, "" if 200 <= code < 300 else f"HTTP {code}"
