@@ -318,6 +318,9 @@ def test_the_health_page_shows_the_figures_to_staff_who_may_view_jobs(viewer, cl
         "host-a:1",
         "Queue wait and stage duration",
         "test.pages",
+        "Jobs not yet finished",
+        "Failed, 24 h",
+        "entered in the last 24 h (1 in the last hour)",
     ):
         assert expected in html, expected
     assert stalled_claim.job_id
