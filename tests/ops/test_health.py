@@ -16,7 +16,7 @@ from jobs.health import Bucket, snapshot
 from jobs.models import Job, TimingBucket
 from jobs.services.reaper import reap
 from jobs.services.worker import job_claim, job_complete_stage
-from jobs.timings import ALL_TIME, BOUNDS, DURATION, WAIT, Histogram, bucket_of, hour_of
+from jobs.timings import ALL_TIME, BOUNDS, DURATION, WAIT, Histogram, bucket_of, hour_of, timing_prune
 from tests.jobs import helpers as jh
 from tests.jobs.helpers import new_job
 from tests.ops.conftest import VIEW, login, make_staff
@@ -332,3 +332,12 @@ def test_the_health_page_needs_the_view_permission(client, django_user_model):
     client.force_login(make_staff("nobody"))
     assert client.get("/admin/jobs/job/health/").status_code == 403
     assert login(make_staff("someone", VIEW)).get("/admin/jobs/job/health/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_pruning_drops_old_hours_and_keeps_the_all_time_totals():
+    now = hour_of(timezone.now())
+    for hour in (now, now - timedelta(hours=30), ALL_TIME):
+        TimingBucket.objects.create(kind="k", stage="prepare", metric=WAIT, hour=hour, bucket=1, count=1)
+    assert timing_prune(before=now - timedelta(days=1)) == 1
+    assert set(TimingBucket.objects.values_list("hour", flat=True)) == {now, ALL_TIME}
