@@ -2,11 +2,19 @@
 
 The admin health page and ``/metrics`` show the same numbers because both call :func:`snapshot`.
 Workers are other processes (other machines, even), so nothing here is counted in memory: every
-figure is a query on the job table, the stage runs or the event log.
+figure is a query on the job table, the stage runs, the event log or the timing histograms.
 
-Windows: failure and retry figures are given for the last hour and the last day; queue waits and
-stage durations (median and p95) over the last day. Reads are bounded (``SAMPLE_LIMIT`` rows per
-percentile, ``TENANT_LIMIT`` tenants) so a scrape on a busy day stays cheap.
+A snapshot costs the same at 10 thousand and 10 million jobs: every query reads either what is
+live (jobs not yet finished, through a partial index) or a recent window (the last hour or day,
+through an index on its time), never the whole history:
+
+- jobs by status: live counts for the statuses a job passes through (uploaded ... stalled);
+  the final ones (ready, failed, cancelled) as the number of jobs that *entered* them in the last
+  hour and day, from the event log;
+- queue waits and stage durations: from the bucketed histograms ``jobs.timings`` keeps, the
+  page's median and p95 interpolated from the last day's buckets (``/metrics`` exposes the
+  all-time buckets as Prometheus histograms);
+- failures, retries and recoveries by cause: the last hour and day; ``TENANT_LIMIT`` tenants.
 """
 
 # long-module: one snapshot of every figure the health page and /metrics show, so both read the
@@ -14,12 +22,10 @@ percentile, ``TENANT_LIMIT`` tenants) so a scrape on a busy day stays cheap.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, Max, Min, Q
@@ -28,40 +34,31 @@ from django.utils import timezone
 
 from jobs import pipelines
 from jobs.errors import get_cause
-from jobs.models import LEASED, Job, JobEvent, StageRun, Status
+from jobs.models import FINISHED, LEASED, Job, JobEvent, StageRun, Status
 from jobs.quotas import quota_for
+from jobs.timings import DURATION, WAIT, Histogram, histograms
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 TENANT_LIMIT = 50
-SAMPLE_LIMIT = 50_000
 OTHER_TENANTS = "__other__"
 
-# Transitions into ``queued`` that start a wait for a worker. ``retry_later`` is left out on
-# purpose: its wait is a backoff the policy chose, not a queue that is too long.
-QUEUE_ENTRIES = ("enqueue", "advance", "take_over", "retry")
-COMPLETED = (StageRun.Outcome.ADVANCED, StageRun.Outcome.READY)
+# Statuses a job passes through: counted live. The final ones are counted as entries in a window.
+ACTIVE = tuple(s for s in Status if s not in FINISHED)
 FAILED_ATTEMPTS = (StageRun.Outcome.RETRY, StageRun.Outcome.FAILED, StageRun.Outcome.LOST)
-
-
-def quantile(values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank quantile (``q`` in 0..1) of ``values``; ``None`` when there are none."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
 
 
 @dataclass(frozen=True)
 class Timing:
+    """Median and p95 interpolated from a histogram's buckets (exact only to the bucket)."""
+
     samples: int
     median: float | None
     p95: float | None
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> Timing:
-        return cls(len(values), quantile(values, 0.5), quantile(values, 0.95))
+    def of(cls, histogram: Histogram) -> Timing:
+        return cls(histogram.count, histogram.quantile(0.5), histogram.quantile(0.95))
 
 
 @dataclass(frozen=True)
@@ -77,6 +74,24 @@ class StageTiming:
     stage: str
     wait: Timing
     duration: Timing
+
+
+@dataclass(frozen=True)
+class StageHistograms:
+    """A stage's all-time histograms (every kind summed), for ``/metrics``."""
+
+    stage: str
+    wait: Histogram
+    duration: Histogram
+
+
+@dataclass(frozen=True)
+class FinishedCount:
+    """Jobs that entered a final status (ready, failed, cancelled) in the last hour and day."""
+
+    status: str
+    hour: int
+    day: int
 
 
 @dataclass(frozen=True)
@@ -160,7 +175,9 @@ class Health:
     other_tenants: TenantLoad | None
     workers: list[LiveWorker]
     throughput: list[Bucket]
-    status_totals: dict[str, int] = field(default_factory=dict)
+    status_totals: dict[str, int] = field(default_factory=dict)  # the ACTIVE statuses, now
+    finished: list[FinishedCount] = field(default_factory=list)
+    histograms: list[StageHistograms] = field(default_factory=list)
 
 
 # --- the figures, one query (or two) each -----------------------------------------------------
@@ -181,8 +198,13 @@ def _by_stage(names: Iterable[str]) -> list[str]:
 
 
 def state_counts() -> list[StateCount]:
-    """Jobs by kind, status and stage, now."""
-    rows = Job.objects.values("kind", "status", "stage").annotate(n=Count("id")).order_by()
+    """Jobs not yet finished by kind, status and stage, now (the partial index job_health_active)."""
+    rows = (
+        Job.objects.filter(status__in=ACTIVE)
+        .values("kind", "status", "stage")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
     order = stage_order()
     counts = [StateCount(r["kind"], r["status"], r["stage"], r["n"]) for r in rows]
     return sorted(counts, key=lambda c: (c.kind, order.get(c.stage, len(order)), c.stage, c.status))
@@ -194,56 +216,43 @@ def oldest_queued_age(now: datetime) -> float | None:
     return max(0.0, (now - oldest).total_seconds()) if oldest else None
 
 
-def queue_waits(now: datetime, window: timedelta = DAY) -> dict[str, list[float]]:
-    """Seconds from entering the queue to the claim, for claims in the window, by stage.
-
-    Paired from the event log: each claim with the job's latest queue entry before it. Entries
-    are read from one window earlier too, so a wait longer than the window is still measured.
-    """
-    since = now - window
-    rows = list(
-        JobEvent.objects.filter(
-            kind=JobEvent.Kind.TRANSITION,
-            name__in=[*QUEUE_ENTRIES, "retry_later", "claim"],
-            at__gte=since - window,
-            at__lte=now,
-        )
-        .order_by("-id")
-        .values_list("id", "job_id", "name", "stage", "at")[: SAMPLE_LIMIT * 2]
-    )
-    rows.sort(key=lambda r: r[0])  # commit order per job
-    entered: dict[Any, datetime | None] = {}
-    waits: dict[str, list[float]] = defaultdict(list)
-    for _, job_id, name, stage, at in rows:
-        if name == "claim":
-            start = entered.pop(job_id, None)
-            if start is not None and at >= since:
-                waits[stage].append(max(0.0, (at - start).total_seconds()))
-        else:
-            entered[job_id] = at if name in QUEUE_ENTRIES else None
-    return waits
-
-
-def stage_durations(now: datetime, window: timedelta = DAY) -> dict[str, list[float]]:
-    """Seconds each completed attempt took, by stage (skipped stages did no work: left out)."""
+def finished_counts(now: datetime) -> list[FinishedCount]:
+    """Jobs that became ready, failed or cancelled in the last hour and day, from the event log
+    (a range of its ``at`` index): the final statuses only grow, so a live count of them would
+    read the whole history."""
+    hour, day = now - HOUR, now - DAY
     rows = (
-        StageRun.objects.filter(finished_at__gte=now - window, finished_at__lte=now, outcome__in=COMPLETED)
-        .order_by("-finished_at")
-        .values_list("stage", "started_at", "finished_at")[:SAMPLE_LIMIT]
+        JobEvent.objects.filter(
+            kind=JobEvent.Kind.TRANSITION, to_status__in=FINISHED, at__gt=day, at__lte=now
+        )
+        .values("to_status")
+        .annotate(day=Count("id"), hour=Count("id", filter=Q(at__gt=hour)))
+        .order_by()
     )
-    durations: dict[str, list[float]] = defaultdict(list)
-    for stage, started, finished in rows:
-        if finished is None:  # excluded by the filter; keeps the types honest
-            continue
-        durations[stage].append(max(0.0, (finished - started).total_seconds()))
-    return durations
+    counts = {r["to_status"]: (r["hour"], r["day"]) for r in rows}
+    return [FinishedCount(s.value, *counts.get(s.value, (0, 0))) for s in FINISHED]
 
 
 def stage_timings(now: datetime) -> list[StageTiming]:
-    waits, durations = queue_waits(now), stage_durations(now)
+    """Queue wait and duration per stage over the last day (whole hours: the buckets' hours
+    from the one 24 hours ago to now), interpolated from the timing histograms."""
+    day = histograms(since=now - DAY)
+    empty = Histogram.empty()
     return [
-        StageTiming(stage, Timing.of(waits.get(stage, [])), Timing.of(durations.get(stage, [])))
-        for stage in _by_stage([*waits, *durations])
+        StageTiming(
+            stage, Timing.of(day.get((stage, WAIT), empty)), Timing.of(day.get((stage, DURATION), empty))
+        )
+        for stage in _by_stage(stage for stage, _ in day)
+    ]
+
+
+def stage_histograms() -> list[StageHistograms]:
+    """Every stage's all-time wait and duration histograms (the running totals)."""
+    total = histograms()
+    empty = Histogram.empty()
+    return [
+        StageHistograms(stage, total.get((stage, WAIT), empty), total.get((stage, DURATION), empty))
+        for stage in _by_stage(stage for stage, _ in total)
     ]
 
 
@@ -291,12 +300,20 @@ def cause_rates(now: datetime) -> list[CauseRates]:
     return sorted(rates, key=lambda r: (-r.day.failed_attempts, -r.day.failed_jobs, r.cause))
 
 
-def attempt_rates(now: datetime, window: timedelta) -> AttemptRates:
-    finished = StageRun.objects.filter(finished_at__gte=now - window, finished_at__lte=now).exclude(
+def attempt_rates(now: datetime) -> tuple[AttemptRates, AttemptRates]:
+    """Finished attempts and the failed among them, the last hour and the last day (one query)."""
+    hour = Q(finished_at__gte=now - HOUR)
+    failed = Q(outcome__in=FAILED_ATTEMPTS)
+    finished = StageRun.objects.filter(finished_at__gte=now - DAY, finished_at__lte=now).exclude(
         outcome__in=[StageRun.Outcome.RUNNING, StageRun.Outcome.SKIPPED]
     )
-    counts = finished.aggregate(n=Count("id"), failed=Count("id", filter=Q(outcome__in=FAILED_ATTEMPTS)))
-    return AttemptRates(finished=counts["n"], failed=counts["failed"])
+    c = finished.aggregate(
+        n=Count("id"),
+        failed=Count("id", filter=failed),
+        n_hour=Count("id", filter=hour),
+        failed_hour=Count("id", filter=hour & failed),
+    )
+    return AttemptRates(c["n_hour"], c["failed_hour"]), AttemptRates(c["n"], c["failed"])
 
 
 def recoveries(now: datetime) -> list[ActorCount]:
@@ -326,6 +343,7 @@ def tenant_loads(limit: int | None = None) -> tuple[list[TenantLoad], TenantLoad
     limit = TENANT_LIMIT if limit is None else limit
     waiting = [Status.UPLOADED, Status.QUEUED]
     rows = list(
+        # status IN (...) lies inside job_health_active's predicate: read from that index.
         Job.objects.filter(status__in=[*LEASED, *waiting])
         .values("tenant")
         .annotate(
@@ -350,7 +368,7 @@ def tenant_loads(limit: int | None = None) -> tuple[list[TenantLoad], TenantLoad
 
 
 def live_workers(now: datetime) -> list[LiveWorker]:
-    """Workers that sent a heartbeat within the last lease period."""
+    """Workers that sent a heartbeat within the last lease period (a range of job_health_heartbeat)."""
     since = now - timedelta(seconds=float(settings.JOBS_LEASE_SECONDS))
     rows = (
         Job.objects.filter(heartbeat_at__gte=since)
@@ -405,10 +423,11 @@ def snapshot(now: datetime | None = None) -> Health:
     """Every figure at once, for the health page and a metrics scrape."""
     now = now or timezone.now()
     states = state_counts()
-    totals: dict[str, int] = {s.value: 0 for s in Status}
+    totals: dict[str, int] = {s.value: 0 for s in ACTIVE}
     for state in states:
         totals[state.status] = totals.get(state.status, 0) + state.count
     tenants, other = tenant_loads()
+    attempts_hour, attempts_day = attempt_rates(now)
     return Health(
         at=now,
         states=states,
@@ -416,12 +435,14 @@ def snapshot(now: datetime | None = None) -> Health:
         oldest_queued_age=oldest_queued_age(now),
         timings=stage_timings(now),
         causes=cause_rates(now),
-        attempts_hour=attempt_rates(now, HOUR),
-        attempts_day=attempt_rates(now, DAY),
+        attempts_hour=attempts_hour,
+        attempts_day=attempts_day,
         recoveries=recoveries(now),
         tenants=tenants,
         other_tenants=other,
         workers=live_workers(now),
         throughput=throughput(now),
         status_totals=totals,
+        finished=finished_counts(now),
+        histograms=stage_histograms(),
     )

@@ -2,9 +2,11 @@
 
 A custom collector asks the database on every scrape (``jobs.health.snapshot``) instead of
 counting in this process: workers and the reaper are other processes, often on other machines,
-so only the database knows. Everything is a gauge of the current state or of a named window
-(``window="1h"`` / ``"24h"``); label values are bounded (statuses, stages, causes, and at most
-``TENANT_LIMIT`` tenants plus ``__other__``).
+so only the database knows. Counts are gauges of the current state or of a named window
+(``window="1h"`` / ``"24h"``); queue waits and stage durations are real Prometheus histograms
+(``_bucket{le=...}``, ``_sum``, ``_count``, monotonic since the table began) read from the bounded
+timing table, so ``histogram_quantile(0.95, rate(..._bucket[1h]))`` works as usual. Label values
+are bounded (statuses, stages, causes, and at most ``TENANT_LIMIT`` tenants plus ``__other__``).
 """
 
 from __future__ import annotations
@@ -13,27 +15,20 @@ import time
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
-from jobs.health import Health, TenantLoad, Timing, snapshot
+from jobs.health import Health, TenantLoad, snapshot
+from jobs.timings import Histogram
 
-QUANTILES = (("0.5", "median"), ("0.95", "p95"))
 
-
-def _timings(name: str, doc: str, timings: list[tuple[str, Timing]]) -> Iterator[Metric]:
-    values = GaugeMetricFamily(name, doc, labels=["stage", "quantile"])
-    samples = GaugeMetricFamily(
-        f"{name.removesuffix('_seconds')}_samples", f"{doc} (samples)", labels=["stage"]
-    )
-    for stage, timing in timings:
-        samples.add_metric([stage], timing.samples)
-        for label, attr in QUANTILES:
-            value = getattr(timing, attr)
-            if value is not None:
-                values.add_metric([stage, label], value)
-    yield values
-    yield samples
+def _histogram(name: str, doc: str, by_stage: list[tuple[str, Histogram]]) -> Metric:
+    family = HistogramMetricFamily(name, doc, labels=["stage"])
+    for stage, histogram in by_stage:
+        buckets = [(floatToGoString(le), n) for le, n in histogram.cumulative()]
+        family.add_metric([stage], buckets, sum_value=histogram.total)
+    return family
 
 
 def _tenants(health: Health) -> Iterator[Metric]:
@@ -88,13 +83,26 @@ def _causes(health: Health) -> Iterator[Metric]:
 def collect_health(health: Health) -> Iterator[Metric]:
     """The metric families for one snapshot (split out so tests can feed a snapshot)."""
     by_status = GaugeMetricFamily(
-        "jobs_in_status", "Jobs by status, now (every status, zeros included).", labels=["status"]
+        "jobs_in_status",
+        "Jobs not yet finished by status, now (zeros included); finished ones: jobs_finished.",
+        labels=["status"],
     )
     for status, count in health.status_totals.items():
         by_status.add_metric([status], count)
     yield by_status
+    entered_final = GaugeMetricFamily(
+        "jobs_finished",
+        "Jobs that became ready, failed or cancelled in the window.",
+        labels=["status", "window"],
+    )
+    for entered in health.finished:
+        entered_final.add_metric([entered.status, "1h"], entered.hour)
+        entered_final.add_metric([entered.status, "24h"], entered.day)
+    yield entered_final
     by_state = GaugeMetricFamily(
-        "jobs_by_state", "Jobs by kind, status and stage, now.", labels=["kind", "status", "stage"]
+        "jobs_by_state",
+        "Jobs not yet finished by kind, status and stage, now.",
+        labels=["kind", "status", "stage"],
     )
     for state in health.states:
         by_state.add_metric([state.kind, state.status, state.stage], state.count)
@@ -107,15 +115,15 @@ def collect_health(health: Health) -> Iterator[Metric]:
         "Seconds since the longest-waiting queued job entered the queue (0 when none is queued).",
         value=health.oldest_queued_age or 0.0,
     )
-    yield from _timings(
+    yield _histogram(
         "jobs_queue_wait_seconds",
-        "Seconds from entering the queue to the claim, last 24 hours",
-        [(t.stage, t.wait) for t in health.timings],
+        "Seconds from entering the queue to the claim (retry backoffs not counted).",
+        [(h.stage, h.wait) for h in health.histograms],
     )
-    yield from _timings(
+    yield _histogram(
         "jobs_stage_duration_seconds",
-        "Seconds a completed attempt of a stage took, last 24 hours",
-        [(t.stage, t.duration) for t in health.timings],
+        "Seconds a completed attempt of a stage took (skipped stages not counted).",
+        [(h.stage, h.duration) for h in health.histograms],
     )
     yield from _causes(health)
     finished = GaugeMetricFamily(

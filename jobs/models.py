@@ -559,3 +559,34 @@ class AuditMark(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} @ {self.value}"
+
+
+class TimingBucket(models.Model):
+    """One histogram bucket: how many queue waits or stage durations of one stage fell into it in
+    one hour, and their sum (``jobs.timings`` writes and reads it).
+
+    The health page and ``/metrics`` read these rows instead of the stage runs and the event log,
+    so their cost depends on stages, hours and buckets, never on how many jobs ever ran. ``hour``
+    is the start of an hour (UTC), or ``jobs.timings.ALL_TIME`` for the running total that
+    ``/metrics`` exposes as a Prometheus histogram. ``bucket`` indexes ``jobs.timings.BOUNDS``
+    (one past the last bound is +Inf).
+    """
+
+    kind = models.CharField(max_length=64)
+    stage = models.CharField(max_length=32)
+    metric = models.CharField(max_length=16)  # "wait" or "duration"
+    hour = models.DateTimeField()
+    bucket = models.PositiveSmallIntegerField()
+    count = models.BigIntegerField(default=0)
+    total = models.FloatField(default=0.0, help_text="Sum of the seconds counted here.")
+
+    class Meta:
+        constraints = [
+            # The upsert's conflict target; hour first so a window is one range scan of it.
+            models.UniqueConstraint(
+                fields=["hour", "kind", "stage", "metric", "bucket"], name="timingbucket_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.stage} {self.metric} {self.hour:%Y-%m-%d %H}h #{self.bucket}: {self.count}"

@@ -71,11 +71,21 @@ def tiles(health: Health) -> list[Tile]:
         ),
         Tile("Failure rate, 24 h", _rate(health.attempts_day.failed, health.attempts_day.finished)),
         Tile("Live workers", str(len(health.workers)), "heartbeat within one lease period"),
+        # Final statuses only grow: counted as jobs that entered them in the window, not in total.
+        *(
+            Tile(
+                f"{f.status.capitalize()}, 24 h",
+                str(f.day),
+                f"entered in the last 24 h ({f.hour} in the last hour)",
+                url=f"{changelist}?status__exact={f.status}",
+            )
+            for f in health.finished
+        ),
     ]
 
 
 def state_matrix(health: Health) -> dict[str, Any]:
-    """Rows (kind, stage) by status columns, only the statuses that occur."""
+    """Rows (kind, stage) by status columns: jobs not yet finished, only the statuses that occur."""
     columns = [s.value for s in Status if health.status_totals.get(s.value)]
     rows: dict[tuple[str, str], dict[str, int]] = {}
     for state in health.states:

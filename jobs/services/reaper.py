@@ -25,8 +25,11 @@ from jobs.models import FINISHED, LEASED, Actor, Job, StageRun, Status
 from jobs.services.cleanup import job_run_cleanup
 from jobs.services.lifecycle import job_give_up, job_take_over
 from jobs.services.transition import apply_transition
+from jobs.timings import timing_prune
 
 log = logging.getLogger(__name__)
+
+TIMING_KEEP = timedelta(days=2)  # the health page reads the last day; a day more for late readers
 
 REAPER = "reaper"
 
@@ -204,4 +207,6 @@ def reap(*, now: datetime | None = None, dry_run: bool = False, limit: int = 500
                 report.swept += sweep(limit)
             except Exception:
                 log.exception("reaper sweep %s failed; it runs again next pass", name)
+        # 6. Hourly timing rows past the longest window any reader asks for (the all-time rows stay).
+        timing_prune(before=now - TIMING_KEEP)
     return report

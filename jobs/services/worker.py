@@ -42,6 +42,7 @@ from jobs.quotas import quota_for
 from jobs.retry import decide
 from jobs.services.cleanup import job_run_cleanup
 from jobs.services.transition import EventSource, append_event, apply_transition, update_returning
+from jobs.timings import timing_claimed, timing_run_finished
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,9 @@ def _claim_loaded(job: Job, worker: str, *, reason: str) -> Claim:
         lease=_lease_seconds(),
         new_token=token,
     )
-    return Claim(job=job, token=token, run=_start_run(job, token, worker))
+    run = _start_run(job, token, worker)
+    timing_claimed(job)  # last in the claim's transaction: the histogram row stays locked briefly
+    return Claim(job=job, token=token, run=run)
 
 
 def _start_run(job: Job, token: str, worker: str) -> StageRun:
@@ -255,9 +258,11 @@ def fenced(*, job_id: Any, token: str) -> Iterator[None]:
 
 
 def _finish_run(claim: Claim, outcome: str, **detail: Any) -> None:
-    StageRun.objects.filter(pk=claim.run.pk, outcome=StageRun.Outcome.RUNNING).update(
-        outcome=outcome, finished_at=timezone.now(), **detail
-    )
+    now = timezone.now()
+    if StageRun.objects.filter(pk=claim.run.pk, outcome=StageRun.Outcome.RUNNING).update(
+        outcome=outcome, finished_at=now, **detail
+    ):
+        timing_run_finished(kind=claim.job.kind, run=claim.run, outcome=outcome, at=now)
 
 
 def job_complete_stage(*, claim: Claim, skipped: bool = False, continue_inline: bool = False) -> Claim | None:

@@ -9,10 +9,11 @@ from django.core.management import call_command
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from jobs.models import Job, JobEvent, Status
+from jobs.models import Job, JobEvent, Status, TimingBucket
 from jobs.services.lifecycle import job_cancel
 from jobs.services.reaper import reap
 from jobs.services.worker import job_claim, job_complete_stage, job_heartbeat
+from jobs.timings import ALL_TIME, timing_record
 from tests.jobs.helpers import new_job, reload, running
 
 pytestmark = pytest.mark.django_db
@@ -114,3 +115,13 @@ def test_the_reap_jobs_command_runs_one_pass(capsys):
     in_pages_stage()
     call_command("reap_jobs", "--dry-run")
     assert "would stalled: 0" in capsys.readouterr().out
+
+
+def test_a_reaper_pass_prunes_hourly_timing_rows_past_two_days_and_keeps_all_time_totals():
+    old = timezone.now() - timedelta(days=3)
+    timing_record(kind="k", stage="s", metric="duration", seconds=1.0, at=old)
+    hourly = TimingBucket.objects.exclude(hour=ALL_TIME)
+    assert hourly.filter(hour__lt=timezone.now() - timedelta(days=2)).exists()
+    reap()
+    assert not hourly.filter(hour__lt=timezone.now() - timedelta(days=2)).exists()
+    assert TimingBucket.objects.filter(hour=ALL_TIME).exists()

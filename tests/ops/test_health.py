@@ -6,12 +6,17 @@ import xml.etree.ElementTree as ET
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from jobs import health
 from jobs.admin.chart import nice_ceiling, throughput_svg
-from jobs.health import Bucket, quantile, snapshot
+from jobs.health import Bucket, snapshot
+from jobs.models import Job, TimingBucket
 from jobs.services.reaper import reap
 from jobs.services.worker import job_claim, job_complete_stage
+from jobs.timings import ALL_TIME, BOUNDS, DURATION, WAIT, Histogram, bucket_of, hour_of, timing_prune
 from tests.jobs import helpers as jh
 from tests.jobs.helpers import new_job
 from tests.ops.conftest import VIEW, login, make_staff
@@ -20,11 +25,42 @@ from tests.ops.helpers import complete, fail, tenant
 # --- pure parts: no database ---------------------------------------------------------------------
 
 
-def test_quantile_is_nearest_rank():
-    assert quantile([], 0.5) is None
-    assert quantile([7.0], 0.95) == 7.0
-    values = [float(v) for v in range(100, 0, -1)]
-    assert (quantile(values, 0.5), quantile(values, 0.95), quantile(values, 1.0)) == (50.0, 95.0, 100.0)
+INF = float("inf")
+
+
+def histogram(by_le: dict[float, int]) -> Histogram:
+    """A histogram with ``n`` values in the bucket of each upper bound ``le``."""
+    counts = [0] * (len(BOUNDS) + 1)
+    for le, n in by_le.items():
+        counts[len(BOUNDS) if le == INF else BOUNDS.index(le)] = n
+    return Histogram(tuple(counts))
+
+
+def test_values_fall_into_the_bucket_whose_upper_bound_holds_them():
+    assert [bucket_of(v) for v in (0.0, 0.01, 0.011, 4.0, 5.0, 86400.0, 86400.5)] == [
+        0,
+        0,
+        1,
+        BOUNDS.index(5.0),
+        BOUNDS.index(5.0),
+        len(BOUNDS) - 1,
+        len(BOUNDS),
+    ]
+
+
+def test_quantiles_are_interpolated_inside_their_bucket_as_prometheus_does():
+    assert Histogram.empty().quantile(0.5) is None
+    # 100 values in (30, 60]: the median is halfway through the bucket, p95 at 95% of it.
+    h = histogram({60.0: 100})
+    assert (h.quantile(0.5), h.quantile(0.95)) == (45.0, pytest.approx(58.5))
+    # 1 in [0, 0.01], 1 in (5, 10], 1 in (15, 30]: rank 1.5 is in the second, 2.85 in the third.
+    h = histogram({0.01: 1, 10.0: 1, 30.0: 1})
+    assert (h.quantile(0.5), h.quantile(0.95)) == (7.5, pytest.approx(27.75))
+    assert histogram({INF: 3}).quantile(0.5) == BOUNDS[-1]  # past the last bound: the last bound
+    assert histogram({5.0: 1, 10.0: 1}).cumulative()[BOUNDS.index(5.0) : BOUNDS.index(10.0) + 1] == [
+        (5.0, 1),
+        (10.0, 2),
+    ]
 
 
 def test_nice_ceiling():
@@ -79,10 +115,90 @@ def test_queue_wait_and_stage_duration_per_stage(clock):
     job_claim(job_id=claim.job_id, worker="w2")
     timings = {t.stage: t for t in snapshot().timings}
     prepare = timings["prepare"]
-    # 10 s, 20 s and the retried job's first claim (0 s); not its claim after the backoff.
-    assert (prepare.wait.samples, prepare.wait.median, prepare.wait.p95) == (3, 10.0, 20.0)
-    assert (prepare.duration.samples, prepare.duration.median, prepare.duration.p95) == (2, 30.0, 50.0)
+    # 10 s, 20 s and the retried job's first claim (0 s); not its claim after the backoff. The
+    # figures are interpolated in the buckets [0, 0.01], (5, 10], (15, 30] (see the unit test).
+    assert (prepare.wait.samples, prepare.wait.median, prepare.wait.p95) == (3, 7.5, pytest.approx(27.75))
+    # 30 s in (15, 30], 50 s in (30, 60].
+    assert (prepare.duration.samples, prepare.duration.median) == (2, 30.0)
+    assert prepare.duration.p95 == pytest.approx(57.0)
     assert "pages" not in timings  # advanced to, never claimed: nothing to measure yet
+
+
+def buckets(metric: str, stage: str = "prepare") -> dict[tuple[object, int], tuple[int, float]]:
+    rows = TimingBucket.objects.filter(metric=metric, stage=stage)
+    return {(r.hour, r.bucket): (r.count, r.total) for r in rows}
+
+
+@pytest.mark.django_db
+def test_a_claim_counts_its_queue_wait_in_the_histogram_of_its_hour_and_of_all_time(clock):
+    job = new_job()
+    clock.advance(12)
+    claim = job_claim(job_id=job.pk, worker="w1")
+    assert claim is not None
+    hour = hour_of(timezone.now())
+    assert buckets(WAIT) == {(hour, bucket_of(12)): (1, 12.0), (ALL_TIME, bucket_of(12)): (1, 12.0)}
+    assert buckets(DURATION) == {}  # nothing completed yet
+    second = new_job()
+    clock.advance(14)  # (10, 15]: the same bucket, one more count, both values in the sum
+    assert job_claim(job_id=second.pk, worker="w2") is not None
+    assert buckets(WAIT)[(ALL_TIME, bucket_of(12))] == (2, 26.0)
+
+
+@pytest.mark.django_db
+def test_a_completed_stage_run_counts_its_duration_and_a_failed_one_does_not(clock):
+    claim = jh.running()
+    clock.advance(40)
+    job_complete_stage(claim=claim, continue_inline=False)
+    hour = hour_of(timezone.now())
+    assert buckets(DURATION) == {(hour, bucket_of(40)): (1, 40.0), (ALL_TIME, bucket_of(40)): (1, 40.0)}
+    failing = jh.running()
+    clock.advance(7)
+    fail(failing, "corrupt_input")
+    assert sum(n for n, _ in buckets(DURATION).values()) == 2  # still the one run, twice (hour, all)
+
+
+@pytest.mark.django_db
+def test_the_page_percentiles_come_from_the_buckets_of_the_last_day(viewer, clock):
+    now = timezone.now()
+    prepare = bucket_of(60.0)  # (30, 60]
+    for hour, count in ((hour_of(now), 60), (hour_of(now) - timedelta(hours=5), 40)):
+        TimingBucket.objects.create(
+            kind="test.pipeline", stage="prepare", metric=DURATION, hour=hour, bucket=prepare, count=count
+        )
+    # Older than the day's window, and the all-time total: neither is in the page's figures.
+    for hour in (hour_of(now) - timedelta(hours=25), ALL_TIME):
+        TimingBucket.objects.create(
+            kind="test.pipeline", stage="prepare", metric=DURATION, hour=hour, bucket=0, count=1000
+        )
+    timing = {t.stage: t for t in snapshot().timings}["prepare"]
+    assert (timing.duration.samples, timing.duration.median) == (100, 45.0)
+    assert timing.duration.p95 == pytest.approx(58.5) and timing.wait.samples == 0
+    html = viewer.get("/admin/jobs/job/health/").content.decode()
+    assert '<td>prepare</td><td class="num">0</td>' in html
+    assert '<td class="num">100</td><td class="num">45s</td><td class="num">58s</td>' in html
+
+
+def jobs_in_every_state(n: int) -> None:
+    """``n`` finished jobs of each final status (ready, failed, cancelled) and a few live ones."""
+    for _ in range(n):
+        complete(job_claim(job_id=new_job().pk, worker="w1"))
+        fail(jh.running(), "corrupt_input")
+        jh.cancel_requested()
+    new_job(), jh.running()
+
+
+@pytest.mark.django_db
+def test_a_snapshot_makes_the_same_queries_at_two_sizes(django_assert_num_queries):
+    jobs_in_every_state(2)
+    with CaptureQueriesContext(connection) as small:
+        snapshot()
+    jobs_in_every_state(20)
+    assert Job.objects.count() > 60
+    with CaptureQueriesContext(connection) as large:
+        snapshot()
+    assert len(small) == len(large)
+    with django_assert_num_queries(len(small)):  # and no query more per job, status or stage
+        snapshot()
 
 
 @pytest.mark.django_db
@@ -202,6 +318,9 @@ def test_the_health_page_shows_the_figures_to_staff_who_may_view_jobs(viewer, cl
         "host-a:1",
         "Queue wait and stage duration",
         "test.pages",
+        "Jobs not yet finished",
+        "Failed, 24 h",
+        "entered in the last 24 h (1 in the last hour)",
     ):
         assert expected in html, expected
     assert stalled_claim.job_id
@@ -213,3 +332,12 @@ def test_the_health_page_needs_the_view_permission(client, django_user_model):
     client.force_login(make_staff("nobody"))
     assert client.get("/admin/jobs/job/health/").status_code == 403
     assert login(make_staff("someone", VIEW)).get("/admin/jobs/job/health/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_pruning_drops_old_hours_and_keeps_the_all_time_totals():
+    now = hour_of(timezone.now())
+    for hour in (now, now - timedelta(hours=30), ALL_TIME):
+        TimingBucket.objects.create(kind="k", stage="prepare", metric=WAIT, hour=hour, bucket=1, count=1)
+    assert timing_prune(before=now - timedelta(days=1)) == 1
+    assert set(TimingBucket.objects.values_list("hour", flat=True)) == {now, ALL_TIME}

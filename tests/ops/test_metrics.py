@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from jobs import health
 from jobs.health import FAILED_ATTEMPTS
-from jobs.models import Job, StageRun, Status
+from jobs.models import FINISHED, Job, StageRun, Status
 from jobs.services.reaper import reap
 from jobs.services.worker import job_claim, job_complete_stage
 from tests.jobs import helpers as jh
@@ -64,12 +64,19 @@ def platform(clock):
 
 def test_counts_by_status_and_stage_match_the_database(client, token, platform):
     families = scrape(client, token)
+    live = [s for s in Status if s not in FINISHED]
     in_status = values(families["jobs_in_status"], "status")
-    assert in_status == {(s.value,): float(Job.objects.filter(status=s).count()) for s in Status}
+    assert in_status == {(s.value,): float(Job.objects.filter(status=s).count()) for s in live}
     by_state = values(families["jobs_by_state"], "kind", "status", "stage")
-    db = Job.objects.values_list("kind", "status", "stage").annotate(n=Count("id"))
+    db = Job.objects.filter(status__in=live).values_list("kind", "status", "stage").annotate(n=Count("id"))
     assert by_state == {(k, s, st): float(n) for k, s, st, n in db}
     assert families["jobs_stalled"][0].value == Job.objects.filter(status="stalled").count() == 1
+    # Final statuses: the jobs that entered them in the window (all of this fixture's, here).
+    finished = values(families["jobs_finished"], "status", "window")
+    for status in FINISHED:
+        count = float(Job.objects.filter(status=status).count())
+        assert finished[(status.value, "1h")] == finished[(status.value, "24h")] == count
+    assert (finished[("ready", "24h")], finished[("failed", "24h")]) == (1, 2)
 
 
 def test_failures_by_cause_match_the_stage_runs(client, token, platform):
@@ -102,9 +109,19 @@ def test_tenants_timings_age_and_workers(client, token, platform, clock):
     assert waiting == {("acme",): 2.0, ("globex",): 1.0}
     assert values(families["jobs_tenant_running_limit"], "tenant") == {("acme",): 5.0}
     assert families["jobs_oldest_queued_age_seconds"][0].value == pytest.approx(24, abs=0.01)
-    durations = values(families["jobs_stage_duration_seconds"], "stage", "quantile")
-    assert durations[("prepare", "0.5")] == pytest.approx(4.0)
-    assert values(families["jobs_stage_duration_samples"], "stage")[("prepare",)] == 1
+    # A real histogram: the one completed prepare attempt (4 s) is counted in le="5.0" and above.
+    durations = {
+        (s.name, s.labels["stage"], s.labels.get("le")): s.value
+        for s in families["jobs_stage_duration_seconds"]
+    }
+    assert durations[("jobs_stage_duration_seconds_bucket", "prepare", "2.5")] == 0
+    assert durations[("jobs_stage_duration_seconds_bucket", "prepare", "5.0")] == 1
+    assert durations[("jobs_stage_duration_seconds_bucket", "prepare", "+Inf")] == 1
+    assert durations[("jobs_stage_duration_seconds_count", "prepare", None)] == 1
+    assert durations[("jobs_stage_duration_seconds_sum", "prepare", None)] == pytest.approx(4.0)
+    waits = {(s.name, s.labels["stage"]): s.value for s in families["jobs_queue_wait_seconds"]}
+    # Claims of prepare: the stalled job, the running one, three failed/retried, the ready one.
+    assert waits[("jobs_queue_wait_seconds_count", "prepare")] == 6
     # host-a:1, host-b:2 and w1 (which failed its jobs) beat within one lease; host-z:9 did not.
     assert families["jobs_live_workers"][0].value == 3
 
