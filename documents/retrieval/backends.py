@@ -7,8 +7,9 @@ all of it in the same query as the ranking itself, so ``k`` is never lost to a f
 afterwards, and neither reads more than its candidates' ids and scores into Python.
 
 - Lexical: SQLite FTS5 ``bm25()``; PostgreSQL ``ts_rank_cd`` over the GIN-indexed ``tsvector``
-  (length-normalised), both capped at ``LEXICAL_CANDIDATES`` rows: a common word must not make
-  every chunk a candidate to be ranked in Python.
+  (length-normalised) weighted by each term's BM25 idf (see ``postgres_lexical``). Both return at
+  most ``LEXICAL_CANDIDATES`` rows; PostgreSQL also ranks at most ``SCAN_CAP`` matching rows and
+  lets very common words select no candidates of their own.
 - Dense: SQLite computes the distance in the query with sqlite-vec (exact, in C, over the
   scope's rows only). PostgreSQL with pgvector: see ``documents.retrieval.pgvector``. PostgreSQL
   without pgvector: the lexical candidates (up to ``FALLBACK_CANDIDATES``) re-ranked by their
@@ -17,6 +18,7 @@ afterwards, and neither reads more than its candidates' ids and scores into Pyth
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -87,13 +89,48 @@ def lexical(scope: Scope, tokens: list[str], limit: int = LEXICAL_CANDIDATES) ->
         )
         rows = _fetch(sql, [*params, fts5_query(tokens), limit])
         return [(int(i), -float(s)) for i, s in rows]  # bm25() is negative: lower is better
-    # 1 | 32: rank divided by 1 + log(length), then scaled to 0-1 (rank / (rank + 1)).
-    sql = (
-        f"SELECT e.id, ts_rank_cd(e.{TSV}, q, 33) AS s FROM documents_indexentry e "
-        f"{JOIN_DOCUMENT} CROSS JOIN to_tsquery('simple', %s) q "
-        f"WHERE {where} AND e.{TSV} @@ q ORDER BY s DESC, e.id LIMIT %s"
-    )
-    rows = _fetch(sql, [tsquery(tokens), *params, limit])
+    return postgres_lexical(scope, tokens, limit)
+
+
+# PostgreSQL's ts_rank_cd knows no document frequency, so a rare word would weigh no more than
+# "the". Each term's BM25 idf is computed from its (capped) frequency in the tenant, and a chunk
+# scores sum(idf(t) * ts_rank_cd(chunk, t, 1)): length-normalised term density, weighted by
+# rarity. Counting stops at the caps: past them a term is simply "common".
+DF_CAP = 10_000
+N_CAP = 200_000
+# Terms in more than this share of the tenant's chunks select no candidates themselves (they
+# still score the candidates the other terms select), unless the query has nothing rarer.
+COMMON_SHARE = 0.2
+# The most rows one query ranks: bounded work even for a query of only common words.
+SCAN_CAP = 10_000
+
+DF_SQL = """
+SELECT (SELECT count(*) FROM (SELECT 1 FROM documents_indexentry WHERE tenant_id = %s LIMIT %s) n),
+       array_agg((SELECT count(*) FROM (SELECT 1 FROM documents_indexentry e WHERE e.tenant_id = %s
+                  AND e.{tsv} @@ to_tsquery('simple', u.t) LIMIT %s) x) ORDER BY u.i)
+FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i)
+"""
+
+RANK_SQL = """
+WITH w AS (SELECT to_tsquery('simple', u.t) AS q, u.idf FROM unnest(%s::text[], %s::float8[]) AS u(t, idf)),
+cand AS (SELECT e.id, e.{tsv} AS tsv FROM documents_indexentry e {join}
+         WHERE {where} AND e.{tsv} @@ to_tsquery('simple', %s) LIMIT %s)
+SELECT c.id, (SELECT sum(w.idf * ts_rank_cd(c.tsv, w.q, 1)) FROM w) AS s FROM cand c
+ORDER BY s DESC, c.id LIMIT %s
+"""
+
+
+def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
+    terms = [tsquery([t]) for t in tokens]
+    [(n, dfs)] = _fetch(DF_SQL.format(tsv=TSV), [scope.tenant_id, N_CAP, scope.tenant_id, DF_CAP, terms])
+    present = [(t, int(df)) for t, df in zip(terms, dfs or [], strict=True) if df]
+    if not present:
+        return []
+    idf = [math.log(1 + (n - df + 0.5) / (df + 0.5)) for _, df in present]
+    selective = [t for t, df in present if df <= COMMON_SHARE * n] or [t for t, _ in present]
+    where, params = _scope_sql(scope)
+    sql = RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
+    rows = _fetch(sql, [[t for t, _ in present], idf, *params, " | ".join(selective), SCAN_CAP, limit])
     return [(int(i), float(s)) for i, s in rows]
 
 
