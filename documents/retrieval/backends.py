@@ -154,7 +154,7 @@ def dense(scope: Scope, vector: npt.NDArray[np.float32], limit: int, *, tokens: 
         return [(int(i), 1.0 - float(d) ** 2 / 2.0) for i, d in rows]
     if pgvector.enabled(connection):
         where, params = _scope_sql(scope)
-        return pgvector.nearest(connection, where, params, scope.embedder, vector, limit)
+        return pgvector.nearest(connection, JOIN_DOCUMENT, where, params, scope.embedder, vector, limit)
     return rerank_by_vectors(scope, vector, lexical(scope, tokens, FALLBACK_CANDIDATES), limit)
 
 

@@ -4,7 +4,8 @@
   once, in the entry) kept in step by triggers, so every way an entry goes (``remove_outputs``,
   a document's cascade delete) takes its full-text row with it in the same transaction.
 - PostgreSQL: a generated ``tsvector`` column (``simple`` configuration: no stemming, since the
-  search text is already normalised and holds CJK bigrams) with a GIN index.
+  search text is already normalised and holds CJK bigrams) with a GIN index; and, when the
+  server offers pgvector, its column for vectors (``documents.retrieval.pgvector``).
 
 Created by migration ``0002_retrieval_index`` and checked again after every ``migrate``: a
 later migration that rebuilds the entry table on SQLite (Django copies it into a new table)
@@ -52,6 +53,10 @@ def ensure_lexical_index(connection: Any) -> None:
         elif connection.vendor == "postgresql":
             for statement in POSTGRES:
                 cursor.execute(statement)
+    if connection.vendor == "postgresql":
+        from documents.retrieval import pgvector
+
+        pgvector.ensure_schema(connection)
 
 
 def drop_lexical_index(connection: Any) -> None:

@@ -4,13 +4,15 @@ filters inside the query, the probe, and the one removal path taking the full-te
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from django.db import connection
 
-from documents.models import DocumentVersion, IndexEntry
+from documents.models import ChunkVector, DocumentVersion, IndexEntry
+from documents.retrieval import pgvector
 from documents.retrieval.schema import FTS
 from documents.search import search
 from documents.services.publish import remove_outputs
@@ -34,8 +36,8 @@ SHORT_DOCS = {
     "review.txt": "A review of the report: the budget, the staff and the board of the office.",
 }
 CHINESE = {
-    "orchard.txt": "春天的果园很安静，蜜蜂沿着古老的石墙回到蜂巢。",
-    "harbor-zh.txt": "港口的渔船已经出发，海鸥在安静的市场上空盘旋。",
+    "orchard.txt": "春天的果园很安静。蜜蜂沿着古老的石墙回到蜂巢。",
+    "harbor-zh.txt": "港口的渔船已经出发。海鸥在安静的市场上空盘旋。",
     "library.txt": "图书馆的档案室保存着城市一百年来的地图和报纸。",
 }
 
@@ -138,3 +140,24 @@ def test_removing_a_versions_outputs_takes_its_full_text_rows_with_it():
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT count(*) FROM {FTS} WHERE {FTS} MATCH %s", [RARE])
             assert cursor.fetchone()[0] == 0
+
+
+def test_each_vector_is_stored_once_where_the_dense_ranking_of_this_database_reads_it(library):
+    vectors = ChunkVector.objects.filter(version=library.long)
+    assert vectors.count() == 1
+    if os.environ.get("REQUIRE_PGVECTOR") == "1":  # set by test_retrieval_pgvector's child run
+        assert pgvector.enabled(connection)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT embedding IS NOT NULL FROM documents_chunkvector WHERE version_id = %s",
+                [library.long.pk],
+            )
+            assert cursor.fetchone() == (True,)
+            cursor.execute(
+                "SELECT 1 FROM pg_class WHERE relname = %s", [pgvector.index_name(vectors.get().embedder)]
+            )
+            assert cursor.fetchone() is not None
+        assert bytes(vectors.get().vector) == b""
+    else:
+        assert not pgvector.enabled(connection)
+        assert len(bytes(vectors.get().vector)) > 0
