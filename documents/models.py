@@ -56,6 +56,9 @@ class Document(models.Model):
     published_version = models.ForeignKey(
         "DocumentVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Typed attributes for search filters (jsonb on PostgreSQL); written only through
+    # documents.services.attributes, which enforces documents.attributes' rules.
+    attributes = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -4,14 +4,53 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from documents.attributes import KEY_PATTERN, MAX_ATTRIBUTES, MAX_STRING_LENGTH
 from documents.selectors import STATE_WORDS
+
+ATTRIBUTES_HELP = (
+    f"Up to {MAX_ATTRIBUTES} typed attributes for search filters: names match {KEY_PATTERN}; "
+    f"values are strings (up to {MAX_STRING_LENGTH} characters), numbers, booleans or dates "
+    "(a string YYYY-MM-DD is a date)."
+)
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "maxProperties": MAX_ATTRIBUTES,
+        "additionalProperties": {
+            "oneOf": [
+                {"type": "string", "maxLength": MAX_STRING_LENGTH},
+                {"type": "number"},
+                {"type": "boolean"},
+            ]
+        },
+        "example": {"department": "legal", "year": 2024, "confidential": False, "signed_on": "2024-03-01"},
+    }
+)
+class AttributesField(serializers.JSONField):
+    """A document's attributes (validated by ``documents.services.attributes``, not here)."""
 
 
 class UploadIn(serializers.Serializer[Any]):
     file = serializers.FileField(allow_empty_file=True, help_text="The document (PDF, DOCX, HTML, ...).")
     title = serializers.CharField(required=False, allow_blank=True, max_length=300)
+    attributes = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=20_000,
+        help_text=f'A JSON object, e.g. {{"year": 2024}}. {ATTRIBUTES_HELP}',
+    )
+
+
+class DocumentPatchIn(serializers.Serializer[Any]):
+    """What ``PATCH`` changes; fields left out stay as they are."""
+
+    title = serializers.CharField(required=False, min_length=1, max_length=300)
+    attributes = AttributesField(required=False, help_text=f"Replaces all attributes. {ATTRIBUTES_HELP}")
 
 
 class ListIn(serializers.Serializer[Any]):
@@ -87,6 +126,7 @@ class VersionOut(serializers.Serializer[Any]):
 class DocumentOut(serializers.Serializer[Any]):
     document_id = serializers.UUIDField()
     title = serializers.CharField()
+    attributes = AttributesField(help_text=ATTRIBUTES_HELP)
     created_at = serializers.DateTimeField()
     published_version = serializers.IntegerField(allow_null=True)
     published_at = serializers.DateTimeField(allow_null=True)

@@ -7,7 +7,7 @@ from typing import Any
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions, status
 from rest_framework.pagination import PageNumberPagination
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -23,6 +23,13 @@ from documents.selectors import (
     job_status,
     tenant_for,
     versions_of,
+)
+from documents.services.attributes import (
+    DocumentInputError,
+    attributes_from_json,
+    check_attributes,
+    check_title,
+    document_update,
 )
 from documents.services.upload import UploadResult, document_upload
 from jobs.models import Actor
@@ -79,6 +86,7 @@ class TenantView(APIView):
         form = s.UploadIn(data=request.data)
         form.is_valid(raise_exception=True)
         upload = form.validated_data["file"]
+        attributes_text = form.validated_data.get("attributes") or ""
         result = document_upload(
             tenant=self.tenant,
             data=upload,
@@ -86,6 +94,7 @@ class TenantView(APIView):
             title=form.validated_data.get("title", ""),
             user=request.user,
             document=document,
+            attributes=attributes_from_json(attributes_text) if attributes_text.strip() else None,
         )
         return upload_answer(result)
 
@@ -116,6 +125,7 @@ def document_summary(document: Document) -> dict[str, Any]:
     return {
         "document_id": str(document.pk),
         "title": document.title,
+        "attributes": document.attributes,
         "created_at": document.created_at.isoformat(),
         "published_version": published.number if published else None,
         "published_at": published.published_at.isoformat() if published and published.published_at else None,
@@ -152,25 +162,60 @@ class DocumentsView(TenantView):
         return self.upload(request)
 
 
+PATCH_FIELDS = ("title", "attributes")
+
+
+def document_detail(document: Document) -> dict[str, Any]:
+    """The document with every version and its job: the body of GET (and PATCH)."""
+    versions = [
+        {
+            "version": v.number,
+            "original_name": v.original_name,
+            "content_type": v.content_type,
+            "size": v.size,
+            "sha256": v.sha256,
+            "created_at": v.created_at.isoformat(),
+            "published_at": v.published_at.isoformat() if v.published_at else None,
+            "superseded_at": v.superseded_at.isoformat() if v.superseded_at else None,
+            "job": job_status(v) if v.job is not None else None,
+        }
+        for v in versions_of(document)
+    ]
+    return {**document_summary(document), "versions": versions}
+
+
 class DocumentView(TenantView):
+    parser_classes = [JSONParser]
+
     @extend_schema(responses={200: s.DocumentDetailOut, **ERRORS})
     def get(self, request: Request, document_id: str) -> Response:
+        return Response(document_detail(self.document(document_id)))
+
+    @extend_schema(
+        request=s.DocumentPatchIn,
+        responses={200: s.DocumentDetailOut, **ERRORS, 415: _error("The body is not JSON")},
+    )
+    def patch(self, request: Request, document_id: str) -> Response:
+        """Change the title and/or replace the attributes; fields left out stay as they are."""
         document = self.document(document_id)
-        versions = [
-            {
-                "version": v.number,
-                "original_name": v.original_name,
-                "content_type": v.content_type,
-                "size": v.size,
-                "sha256": v.sha256,
-                "created_at": v.created_at.isoformat(),
-                "published_at": v.published_at.isoformat() if v.published_at else None,
-                "superseded_at": v.superseded_at.isoformat() if v.superseded_at else None,
-                "job": job_status(v) if v.job is not None else None,
-            }
-            for v in versions_of(document)
-        ]
-        return Response({**document_summary(document), "versions": versions})
+        data = request.data
+        if not isinstance(data, dict):
+            raise DocumentInputError("body", "invalid_body", "The body must be a JSON object.")
+        unknown = sorted(str(name) for name in data if name not in PATCH_FIELDS)
+        if unknown:
+            raise DocumentInputError(
+                unknown[0][:64], "unknown_field", f"Only {' and '.join(PATCH_FIELDS)} can be changed."
+            )
+        if not data:
+            raise DocumentInputError("body", "nothing_to_change", "Send a title, attributes or both.")
+        title, attributes = data.get("title"), data.get("attributes")
+        # An explicit null is refused like any other bad value, not read as "leave it as is".
+        if "title" in data and title is None:
+            check_title(None)
+        if "attributes" in data and attributes is None:
+            check_attributes(None)
+        document_update(document=document, title=title, attributes=attributes)
+        return Response(document_detail(self.document(document_id)))
 
 
 class VersionsView(TenantView):

@@ -182,6 +182,7 @@ def test_list_is_paginated_newest_first(alice: Caller):
     assert set(document) == {
         "document_id",
         "title",
+        "attributes",
         "created_at",
         "published_version",
         "published_at",
@@ -233,6 +234,7 @@ def test_detail_shows_the_published_version_the_latest_job_and_every_version(ali
     assert set(body) == {
         "document_id",
         "title",
+        "attributes",
         "created_at",
         "published_version",
         "published_at",
