@@ -21,10 +21,12 @@ from typing import Any, Literal
 
 import numpy as np
 from django.conf import settings
+from django.db import connection
 
 from documents.embedders import configured_embedder
 from documents.models import IndexEntry, Tenant
 from documents.retrieval import backends
+from documents.retrieval.filters import Filter, filter_sql
 from documents.retrieval.fusion import fuse
 from documents.retrieval.text import query_tokens
 
@@ -47,6 +49,7 @@ class SearchHit:
     snippet: str
     score: float
     heading_path: list[str] = field(default_factory=list)
+    attributes: dict[str, Any] = field(default_factory=dict)
     # Per list ("lexical", "semantic"): the hit's rank there (1 = first) and its score there.
     ranks: dict[str, int] = field(default_factory=dict)
     scores: dict[str, float] = field(default_factory=dict)
@@ -60,15 +63,16 @@ def search(
     mode: Mode = "hybrid",
     version: Any = None,
     document_ids: Sequence[uuid.UUID] | None = None,
+    filters: Filter | None = None,
     where: Sequence[tuple[str, Sequence[Any]]] = (),
 ) -> list[SearchHit]:
     """The ``k`` best chunks for ``query`` in ``tenant``'s published versions.
 
     With ``version`` the search is restricted to that one version, published or not: the
     indexing stage's probe uses it to prove a version is findable before it is published.
-    ``document_ids`` restricts it to those documents; ``where`` adds SQL conditions over the
-    document row (alias ``d``), e.g. compiled attribute filters. All of them run inside the
-    index queries.
+    ``document_ids`` restricts it to those documents, ``filters`` (``parse_filter``'s result) to
+    documents whose attributes match, and ``where`` adds raw SQL conditions over the document row
+    (alias ``d``). All of them run inside the index queries, never after them.
     """
     query = query.strip()
     if not query or k <= 0:
@@ -76,12 +80,15 @@ def search(
     if mode not in MODES:
         raise ValueError(f"unknown search mode {mode!r}")
     embedder = configured_embedder()
+    conditions = list(where)
+    if filters is not None:
+        conditions.append(filter_sql(filters, connection.vendor, "d.attributes"))
     scope = backends.Scope(
         tenant_id=tenant.pk,
         embedder=embedder.name,
         version_id=uuid.UUID(str(version)) if version is not None else None,
         document_ids=document_ids,
-        where=tuple(where),
+        where=tuple(conditions),
     )
     tokens = query_tokens(query)
     lists: dict[str, backends.Ranked] = {}
@@ -116,14 +123,17 @@ def _hit(
         snippet=snippet(chunk.text, query),
         score=round(score, 4),
         heading_path=list(chunk.heading_path or []),
+        attributes=dict(entry.document.attributes or {}),
         ranks=dict(ranks),
         scores={name: round(value, 4) for name, value in scores.items()},
     )
 
 
 def query_terms(query: str) -> list[str]:
-    """Words and CJK runs of a query, longest first (what a page highlights)."""
+    """Words and CJK runs of a query, and the runs' bigrams (what lexical search matched them
+    by), longest first: what a page highlights."""
     terms = {t for t in re.findall(r"\w+", query.lower()) if len(t) > 1 or not t.isascii()}
+    terms.update(t for t in query_tokens(query) if len(t) == 2 and not t.isascii())
     return sorted(terms, key=len, reverse=True)
 
 

@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from documents.engines.validation import UploadRejected
+from documents.retrieval.filters import FilterError
 from documents.services.attributes import DocumentInputError
 from jobs.errors import JobConflict
 
@@ -70,6 +71,8 @@ def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None
         return error_response(exc.http_status, str(exc.code), exc.message)
     if isinstance(exc, DocumentInputError):
         return error_response(exc.http_status, exc.code, exc.message, {exc.field: [exc.message]})
+    if isinstance(exc, FilterError):
+        return error_response(status.HTTP_400_BAD_REQUEST, exc.code, exc.message, {exc.field: [exc.message]})
     if isinstance(exc, JobConflict):
         return error_response(status.HTTP_409_CONFLICT, exc.code, exc.message)
     if isinstance(exc, Http404):

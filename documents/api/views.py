@@ -15,7 +15,8 @@ from rest_framework.views import APIView
 from documents.api import serializers as s
 from documents.api.errors import ApiError
 from documents.models import Document, DocumentVersion, Tenant
-from documents.search import search
+from documents.retrieval.filters import Filter, parse_filter
+from documents.search import SearchHit, search
 from documents.selectors import (
     access_document,
     access_version_by_job,
@@ -32,6 +33,7 @@ from documents.services.attributes import (
     document_update,
 )
 from documents.services.upload import UploadResult, document_upload
+from documents.templatetags.search_marks import highlight
 from jobs.models import Actor
 from jobs.services.lifecycle import job_cancel, job_retry
 
@@ -252,22 +254,45 @@ class JobRetryView(TenantView):
 
 
 class SearchView(TenantView):
+    """Hybrid search of the tenant's published documents (GET for a plain query, POST for
+    filters and document ids)."""
+
+    parser_classes = [JSONParser]
+
     @extend_schema(parameters=[s.SearchIn], responses={200: s.SearchOut, **ERRORS})
     def get(self, request: Request) -> Response:
         query = s.SearchIn(data=request.query_params)
         query.is_valid(raise_exception=True)
-        q, k = query.validated_data["q"], query.validated_data["k"]
-        hits = search(self.tenant, q, k)
-        results = [
-            {
-                "document_id": str(h.document_id),
-                "document_title": h.document_title,
-                "version": h.version,
-                "page_start": h.page_start,
-                "page_end": h.page_end,
-                "snippet": h.snippet,
-                "score": h.score,
-            }
-            for h in hits
-        ]
-        return Response({"query": q, "results": results})
+        data = query.validated_data
+        return self.answer(data["q"], data["k"], data["mode"])
+
+    @extend_schema(request=s.SearchBodyIn, responses={200: s.SearchOut, **ERRORS})
+    def post(self, request: Request) -> Response:
+        body = s.SearchBodyIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        raw = data.get("filters")
+        filters = parse_filter(raw) if raw is not None else None  # FilterError: a 400 naming the field
+        return self.answer(data["query"], data["k"], data["mode"], filters, data.get("document_ids"))
+
+    def answer(
+        self, q: str, k: int, mode: Any, filters: Filter | None = None, document_ids: list[Any] | None = None
+    ) -> Response:
+        hits = search(self.tenant, q, k, mode=mode, filters=filters, document_ids=document_ids)
+        return Response({"query": q, "mode": mode, "results": [hit_out(h, q) for h in hits]})
+
+
+def hit_out(hit: SearchHit, query: str) -> dict[str, Any]:
+    return {
+        "document_id": str(hit.document_id),
+        "document_title": hit.document_title,
+        "attributes": hit.attributes,
+        "version": hit.version,
+        "page_start": hit.page_start,
+        "page_end": hit.page_end,
+        "heading_path": hit.heading_path,
+        "snippet": hit.snippet,
+        "highlight": str(highlight(hit.snippet, query)),
+        "score": hit.score,
+        "components": {name: {"rank": rank, "score": hit.scores[name]} for name, rank in hit.ranks.items()},
+    }

@@ -25,7 +25,7 @@ def drop_index(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("documents", "0001_initial"),
+        ("documents", "0002_document_attributes"),
     ]
 
     operations = [

@@ -286,18 +286,23 @@ def test_search_finds_published_content_only(alice: Caller):
 
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == {"query", "results"}
+    assert set(body) == {"query", "mode", "results"}
     assert body["query"] == "harbor tide"
+    assert body["mode"] == "hybrid"
     assert body["results"]
     hit = body["results"][0]
     assert set(hit) == {
         "document_id",
         "document_title",
+        "attributes",
         "version",
         "page_start",
         "page_end",
+        "heading_path",
         "snippet",
+        "highlight",
         "score",
+        "components",
     }
     assert hit["document_id"] == published["document_id"]
     assert hit["document_title"] == "Harbor"

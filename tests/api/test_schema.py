@@ -25,6 +25,7 @@ OPERATIONS = [
     ("POST", "/api/documents/{document_id}/jobs/{job_id}/cancel"),
     ("POST", "/api/documents/{document_id}/jobs/{job_id}/retry"),
     ("GET", "/api/search"),
+    ("POST", "/api/search"),
 ]
 EVENTS = "/api/documents/{document_id}/jobs/{job_id}/events"
 
