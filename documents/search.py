@@ -17,7 +17,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -32,7 +32,6 @@ from documents.retrieval.text import query_tokens
 
 SNIPPET_CHARS = 280
 MODES = ("hybrid", "semantic", "lexical")
-Mode = Literal["hybrid", "semantic", "lexical"]
 # How many candidates each list brings to the fusion, at least (more when ``k`` is larger).
 DENSE_CANDIDATES = 50
 
@@ -60,7 +59,7 @@ def search(
     query: str,
     k: int = 10,
     *,
-    mode: Mode = "hybrid",
+    mode: str = "hybrid",
     version: Any = None,
     document_ids: Sequence[uuid.UUID] | None = None,
     filters: Filter | None = None,
