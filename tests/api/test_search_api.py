@@ -114,3 +114,9 @@ def test_a_bad_search_body_is_400_naming_the_field(
 ):
     error = assert_error(post(alice, body), 400, code)
     assert field in error["detail"], error
+
+
+def test_another_tenant_naming_our_document_ids_finds_nothing(alice: Caller, mallory: Caller, reports):
+    body = {"query": "harbor report", "document_ids": list(reports.values())}
+    assert post(mallory, body).json()["results"] == []
+    assert len(post(alice, body).json()["results"]) == 3

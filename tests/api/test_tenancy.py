@@ -71,7 +71,7 @@ def test_another_tenant_walks_every_route_and_finds_nothing(acme: dict[str, dict
     # Search reads only the caller's tenant (which has nothing published).
     found = mallory.client.get("/api/search", {"q": "harbor tide", "k": "50"})
     assert found.status_code == 200
-    assert found.json() == {"query": "harbor tide", "results": []}
+    assert found.json() == {"query": "harbor tide", "mode": "hybrid", "results": []}
 
     # Every route with an id: the other tenant's ids, unknown ids and malformed ids answer the
     # very same bytes.
