@@ -6,7 +6,8 @@ extra WHERE fragments over the document row (attribute filters, alias ``d``). Bo
 all of it in the same query as the ranking itself, so ``k`` is never lost to a filter applied
 afterwards, and neither reads more than its candidates' ids and scores into Python.
 
-- Lexical: SQLite FTS5 ``bm25()``; PostgreSQL ``ts_rank_cd`` over the GIN-indexed ``tsvector``
+- Lexical: SQLite FTS5 ``bm25()`` (very common words select no candidates of their own, see
+  ``sqlite_selective``); PostgreSQL ``ts_rank_cd`` over the GIN-indexed ``tsvector``
   (length-normalised) weighted by each term's BM25 idf (see ``postgres_lexical``). Both return at
   most ``LEXICAL_CANDIDATES`` rows; PostgreSQL also ranks at most ``SCAN_CAP`` matching rows and
   lets very common words select no candidates of their own.
@@ -57,9 +58,9 @@ def _uuid(value: uuid.UUID) -> Any:
 JOIN_DOCUMENT = "JOIN documents_document d ON d.id = e.document_id"
 
 
-def _scope_sql(scope: Scope) -> tuple[str, list[Any]]:
+def _scope_sql(scope: Scope, tenant: str = "e.tenant_id") -> tuple[str, list[Any]]:
     """The scope's conditions over entry ``e`` and its document ``d`` (joined by ``JOIN_DOCUMENT``)."""
-    sql = "e.tenant_id = %s"
+    sql = f"{tenant} = %s"
     params: list[Any] = [scope.tenant_id]
     if scope.version_id is not None:
         sql += " AND e.version_id = %s"
@@ -83,6 +84,7 @@ def lexical(scope: Scope, tokens: list[str], limit: int = LEXICAL_CANDIDATES) ->
         return []
     where, params = _scope_sql(scope)
     if connection.vendor == "sqlite":
+        tokens = sqlite_selective(tokens)
         sql = (
             f"SELECT e.id, bm25({FTS}) AS s FROM {FTS} JOIN documents_indexentry e ON e.id = {FTS}.rowid "
             f"{JOIN_DOCUMENT} WHERE {where} AND {FTS} MATCH %s ORDER BY s, e.id LIMIT %s"
@@ -90,6 +92,22 @@ def lexical(scope: Scope, tokens: list[str], limit: int = LEXICAL_CANDIDATES) ->
         rows = _fetch(sql, [*params, fts5_query(tokens), limit])
         return [(int(i), -float(s)) for i, s in rows]  # bm25() is negative: lower is better
     return postgres_lexical(scope, tokens, limit)
+
+
+def sqlite_selective(tokens: list[str]) -> list[str]:
+    """The query's terms without the very common ones, when it has rarer ones: FTS5 scores every
+    row a MATCH selects, and a word in most chunks would select most of the index, while adding
+    little to BM25 (its idf is near zero). Frequencies come from FTS5's own vocabulary table."""
+    if len(tokens) < 2:
+        return tokens
+    marks = ", ".join(["%s"] * len(tokens))
+    total_rows = "(SELECT count(*) FROM documents_indexentry)"
+    rows = _fetch(f"SELECT {total_rows}, term, doc FROM {FTS}_vocab WHERE term IN ({marks})", tokens)
+    if not rows:
+        return tokens
+    total = rows[0][0]
+    common = {term for _, term, df in rows if df > COMMON_SHARE * total}
+    return [t for t in tokens if t not in common] or tokens
 
 
 # PostgreSQL's ts_rank_cd knows no document frequency, so a rare word would weigh no more than
@@ -143,14 +161,19 @@ def dense(scope: Scope, vector: npt.NDArray[np.float32], limit: int, *, tokens: 
         return []
     vector = np.ascontiguousarray(vector, dtype=np.float32)
     if connection.vendor == "sqlite":
-        where, params = _scope_sql(scope)
+        # "+e.tenant_id": not by the entries' tenant index (the documents' one leads, see below).
+        where, params = _scope_sql(scope, tenant="+e.tenant_id")
         # Unit vectors: squared L2 distance = 2 - 2 cos; a zero (empty) chunk comes out at 0.
+        # CROSS JOIN fixes SQLite's join order: the tenant's documents first (where attribute
+        # filters reject whole documents), then their published version's entries and vectors,
+        # so only the vectors in scope are read and compared.
         sql = (
-            "SELECT e.id, vec_distance_l2(v.vector, %s) AS dist FROM documents_indexentry e "
-            "JOIN documents_chunkvector v ON v.version_id = e.version_id AND v.ordinal = e.ordinal "
-            f"{JOIN_DOCUMENT} WHERE {where} AND v.embedder = %s ORDER BY dist, e.id LIMIT %s"
+            "SELECT e.id, vec_distance_l2(v.vector, %s) AS dist FROM documents_document d "
+            "CROSS JOIN documents_indexentry e ON e.document_id = d.id "
+            "CROSS JOIN documents_chunkvector v ON v.version_id = e.version_id AND v.ordinal = e.ordinal "
+            f"WHERE d.tenant_id = %s AND {where} AND v.embedder = %s ORDER BY dist, e.id LIMIT %s"
         )
-        rows = _fetch(sql, [vector.tobytes(), *params, scope.embedder, limit])
+        rows = _fetch(sql, [vector.tobytes(), scope.tenant_id, *params, scope.embedder, limit])
         return [(int(i), 1.0 - float(d) ** 2 / 2.0) for i, d in rows]
     if pgvector.enabled(connection):
         where, params = _scope_sql(scope)

@@ -31,6 +31,7 @@ SQLITE = [
         INSERT INTO {FTS}({FTS}, rowid, search_text) VALUES ('delete', old.id, old.search_text);
         INSERT INTO {FTS}(rowid, search_text) VALUES (new.id, new.search_text); END""",
 ]
+SQLITE.append(f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS}_vocab USING fts5vocab({FTS}, 'row')")
 SQLITE_TRIGGERS = {f"{FTS}_ai", f"{FTS}_ad", f"{FTS}_au"}
 
 POSTGRES = [
@@ -64,6 +65,7 @@ def drop_lexical_index(connection: Any) -> None:
         if connection.vendor == "sqlite":
             for name in sorted(SQLITE_TRIGGERS):
                 cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+            cursor.execute(f"DROP TABLE IF EXISTS {FTS}_vocab")
             cursor.execute(f"DROP TABLE IF EXISTS {FTS}")
         elif connection.vendor == "postgresql":
             cursor.execute(f"ALTER TABLE {TABLE} DROP COLUMN IF EXISTS {TSV}")
