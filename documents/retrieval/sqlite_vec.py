@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import sqlite3
+import sys
 from functools import cache
 from typing import Any
 
@@ -36,7 +37,10 @@ def _capi() -> Any:
 
 def _handle(conn: sqlite3.Connection) -> int:
     # CPython's connection object starts with its ``sqlite3 *db`` right after the object header
-    # (3.11 to 3.13): the documented C struct ``pysqlite_Connection``.
+    # (3.11 to 3.13): the C struct ``pysqlite_Connection``. Other versions are refused rather
+    # than guessed at.
+    if not ((3, 11) <= sys.version_info[:2] <= (3, 13)) or sys.implementation.name != "cpython":
+        raise RuntimeError("this Python's sqlite3 cannot load extensions: sqlite-vec is unavailable")
     handle = ctypes.c_void_p.from_address(id(conn) + object.__basicsize__).value
     if not handle:
         raise RuntimeError("SQLite connection has no handle")
