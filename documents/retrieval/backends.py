@@ -106,7 +106,7 @@ def sqlite_selective(tokens: list[str]) -> list[str]:
     if not rows:
         return tokens
     total = rows[0][0]
-    common = {term for _, term, df in rows if df > COMMON_SHARE * total}
+    common = {term for _, term, df in rows if df > min(COMMON_SHARE * total, SQLITE_COMMON_ROWS)}
     return [t for t in tokens if t not in common] or tokens
 
 
@@ -114,11 +114,16 @@ def sqlite_selective(tokens: list[str]) -> list[str]:
 # "the". Each term's BM25 idf is computed from its (capped) frequency in the tenant, and a chunk
 # scores sum(idf(t) * ts_rank_cd(chunk, t, 1)): length-normalised term density, weighted by
 # rarity. Counting stops at the caps: past them a term is simply "common".
-DF_CAP = 10_000
-N_CAP = 200_000
+DF_CAP = 5_000
 # Terms in more than this share of the tenant's chunks select no candidates themselves (they
 # still score the candidates the other terms select), unless the query has nothing rarer.
 COMMON_SHARE = 0.2
+# Past DF_CAP / COMMON_SHARE chunks, the total no longer changes which terms are common; idf
+# then uses this capped total (the order of idf values, which is what ranks, stays the same).
+N_CAP = int(DF_CAP / COMMON_SHARE)
+# On SQLite the frequencies are exact (FTS5's vocabulary); a term in more rows than this is
+# common whatever the share.
+SQLITE_COMMON_ROWS = 20_000
 # The most rows one query ranks: bounded work even for a query of only common words.
 SCAN_CAP = 10_000
 
@@ -145,7 +150,9 @@ def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
     if not present:
         return []
     idf = [math.log(1 + (n - df + 0.5) / (df + 0.5)) for _, df in present]
-    selective = [t for t, df in present if df <= COMMON_SHARE * n] or [t for t, _ in present]
+    # A count that reached its cap is common too: past the cap the true frequency is unknown.
+    common = min(COMMON_SHARE * n, DF_CAP - 1)
+    selective = [t for t, df in present if df <= common] or [t for t, _ in present]
     where, params = _scope_sql(scope)
     sql = RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
     rows = _fetch(sql, [[t for t, _ in present], idf, *params, " | ".join(selective), SCAN_CAP, limit])
