@@ -108,6 +108,11 @@ def write(connection: Any, version_id: Any, vectors: dict[int, npt.NDArray[np.fl
         )
 
 
+# Scopes with fewer entries than this are ranked exactly (filter first): cheaper than walking
+# the graph past other tenants' and filtered-out rows.
+EXACT_BELOW = 1000
+
+
 def nearest(
     connection: Any,
     join: str,
@@ -117,20 +122,42 @@ def nearest(
     vector: npt.NDArray[np.float32],
     limit: int,
 ) -> list[tuple[int, float]]:
-    """The ``limit`` entries nearest to ``vector`` among ``where``, as (id, cosine similarity)."""
+    """The ``limit`` entries nearest to ``vector`` among ``where``, as (id, cosine similarity).
+
+    Two plans, chosen by the scope's size (counted up to ``EXACT_BELOW``):
+
+    - small scope: exact, the scope's rows first (filters, tenant, visibility), then distances;
+    - otherwise: the HNSW index drives (``ORDER BY distance LIMIT`` over the vectors alone) and
+      each candidate is checked against the scope by a correlated subquery, which PostgreSQL keeps
+      as a per-row filter instead of turning it into a join that would bypass the index. The
+      iterative scan continues past rejected candidates; if it still ends short of ``limit``
+      (its ``hnsw.max_scan_tuples`` bound, a very selective filter), the exact plan answers.
+    """
     dimension = int(vector.shape[0])
     distance = f"(v.{COLUMN}::vector({dimension})) <=> %s::vector({dimension})"
-    sql = (
-        f"SELECT e.id, {distance} AS dist FROM documents_chunkvector v "
-        "JOIN documents_indexentry e ON e.version_id = v.version_id AND e.ordinal = v.ordinal "
-        f"{join} WHERE v.embedder = %s AND {where} ORDER BY {distance} LIMIT %s"
-    )
     query = literal(vector)
+    entries = f"FROM documents_indexentry e {join} WHERE {where}"
+    exact = (
+        f"SELECT e.id, {distance} AS dist FROM documents_chunkvector v "
+        f"JOIN documents_indexentry e ON e.version_id = v.version_id AND e.ordinal = v.ordinal {join} "
+        f"WHERE v.embedder = %s AND {where} ORDER BY dist LIMIT %s"
+    )
+    entry = f"(SELECT e.id {entries} AND e.version_id = v.version_id AND e.ordinal = v.ordinal)"
+    indexed = (
+        f"SELECT {entry} AS eid, {distance} AS dist FROM documents_chunkvector v "
+        f"WHERE v.embedder = %s AND {entry} IS NOT NULL ORDER BY {distance} LIMIT %s"
+    )
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, int(limit))}")
-        cursor.execute(sql, [query, embedder, *params, query, limit])
-        rows = cursor.fetchall()
+        cursor.execute(f"SELECT count(*) FROM (SELECT 1 {entries} LIMIT %s) s", [*params, EXACT_BELOW])
+        rows: list[Any] = []
+        if cursor.fetchone()[0] >= EXACT_BELOW:
+            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            cursor.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, int(limit))}")
+            cursor.execute(indexed, [*params, query, embedder, *params, query, limit])
+            rows = cursor.fetchall()
+        if len(rows) < limit:
+            cursor.execute(exact, [query, embedder, *params, limit])
+            rows = cursor.fetchall()
     # A zero vector (a chunk with nothing to embed) has no cosine: NaN, which is no neighbour.
     found = [(int(i), 1.0 - float(d)) for i, d in rows if d is not None and not math.isnan(float(d))]
     return sorted(found, key=lambda r: -r[1])

@@ -161,3 +161,14 @@ def test_each_vector_is_stored_once_where_the_dense_ranking_of_this_database_rea
     else:
         assert not pgvector.enabled(connection)
         assert len(bytes(vectors.get().vector)) > 0
+
+
+def test_the_index_driven_dense_plan_finds_what_the_exact_plan_finds(library, monkeypatch):
+    # pgvector ranks small scopes exactly and larger ones through HNSW: force the HNSW plan on
+    # this small library (elsewhere both runs take the same path and must agree as well).
+    queries = ["budget report", f"{RARE} staff", "northern office archive"]
+    exact = {q: [h.version_id for h in search(library.tenant, q, k=3, mode="semantic")] for q in queries}
+    monkeypatch.setattr(pgvector, "EXACT_BELOW", 1)
+    indexed = {q: [h.version_id for h in search(library.tenant, q, k=3, mode="semantic")] for q in queries}
+    assert indexed == exact
+    assert all(exact.values())
