@@ -152,7 +152,7 @@ def nearest(
         rows: list[Any] = []
         if cursor.fetchone()[0] >= EXACT_BELOW:
             cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            cursor.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, int(limit))}")
+            cursor.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, 4 * int(limit))}")
             cursor.execute(indexed, [*params, query, embedder, *params, query, limit])
             rows = cursor.fetchall()
         if len(rows) < limit:
