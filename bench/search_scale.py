@@ -385,7 +385,8 @@ def main() -> None:
                     f"{backend} recall@10 at {size}", figures["recall_at_10"], 0.95, higher_is_better=True
                 )
     report.notes.append(
-        "synthetic text (Zipf words) and synthetic 384-d vectors (topic + sub-topic + noise); filter dept = d3 (10%)"
+        "synthetic text (Zipf words) and synthetic 384-d vectors (topic + sub-topic + noise); "
+        "filter dept = d3 (10%)"
     )
     report.print()
     report.dump(args.json)
