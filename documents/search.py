@@ -4,8 +4,8 @@
 embedder's cosine similarity) or ``hybrid`` (both, fused by reciprocal rank fusion; the default).
 Each hit carries the fused score, normalised to 0-1 (``documents.retrieval.fusion``), and the
 rank and score it had in each list. No similarity cut can hide a full-text match: the only floor
-(``SEARCH_MIN_SCORE``) drops dense candidates that share nothing with the query (a cosine at or
-near zero), never a lexical one.
+(the embedder's ``similarity_floor``, or ``SEARCH_MIN_SCORE`` when set) drops dense candidates
+that share nothing with the query (a cosine at the model's noise level), never a lexical one.
 
 Where the rankings run (SQLite FTS5 + sqlite-vec, PostgreSQL full text + pgvector or its
 fallback) is ``documents.retrieval.backends``.
@@ -110,6 +110,8 @@ def search(
             log.warning("query embedding failed (%s): answering from full text only", failure.cause)
             return _hits(tenant, fuse(lists, k), query)
         floor = float(settings.SEARCH_MIN_SCORE)
+        if floor < 0:  # unset: the embedder's own noise level
+            floor = float(getattr(embedder, "similarity_floor", 0.0))
         nearest = backends.dense(scope, vector, max(k, DENSE_CANDIDATES), tokens=tokens)
         lists["semantic"] = [(i, s) for i, s in nearest if s > floor]
     return _hits(tenant, fuse(lists, k), query)

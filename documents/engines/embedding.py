@@ -54,6 +54,10 @@ class Embedder(Protocol):
     @property
     def dimension(self) -> int: ...
 
+    # The cosine at or under which a neighbour shares nothing with the query for this model:
+    # search drops such dense candidates (never a full-text match).
+    similarity_floor: float
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Shape ``(len(texts), dimension)``, float32; each row has unit L2 norm, or is all zeros
         when the text has nothing to embed."""
@@ -86,6 +90,8 @@ class HashingEmbedder:
     """
 
     VERSION = 1  # bump when features or hashing change: it changes the vector space
+
+    similarity_floor = 0.05  # a cosine this low is a hash collision, not a shared word
 
     def __init__(self, dimension: int = 1024) -> None:
         if dimension < 16:
@@ -223,6 +229,8 @@ class HttpEmbedder:
     scrubbed from every error message.
     """
 
+    similarity_floor = 0.0  # unknown model: no floor unless SEARCH_MIN_SCORE sets one
+
     def __init__(
         self,
         *,
@@ -333,6 +341,8 @@ class SentenceTransformerEmbedder:
 
     Loading the model takes seconds and hundreds of MB: build one per process and reuse it.
     """
+
+    similarity_floor = 0.0  # any model: no floor unless SEARCH_MIN_SCORE sets one
 
     def __init__(self, model_name: str, *, device: str = "cpu", batch_size: int = 32) -> None:
         try:

@@ -86,6 +86,11 @@ class LocalModelEmbedder:
     def dimension(self) -> int:
         return DIMENSION
 
+    # all-MiniLM-L6-v2 puts texts that share no topic at cosines up to about 0.3 (an unknown part
+    # number "near" a Chinese page at 0.36 in the labelled set); a neighbour under this is noise,
+    # and fused into hybrid search it pushed exact matches off rank 1 (bench/README "Fusion").
+    similarity_floor = 0.3
+
     def load(self) -> BertSentenceEncoder:
         """Load the model now (it otherwise loads on the first ``embed``); returns the encoder."""
         with self._lock:

@@ -54,6 +54,7 @@ def test_the_retrieval_tests_pass_on_a_real_pgvector_server(pgvector_url: str, t
         "no:cacheprovider",
         "-q",
         "tests/documents/test_retrieval.py",
+        "tests/documents/test_relevance_modes.py",
     ]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
