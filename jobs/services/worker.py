@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from jobs import pipelines
 from jobs.dispatch import dispatch, dispatch_if_due
+from jobs.durability import relax_commit
 from jobs.errors import (
     DATABASE_UNAVAILABLE,
     INTERNAL_ERROR,
@@ -109,6 +110,7 @@ def job_claim(*, job_id: Any, worker: str | None = None) -> Claim | None:
         return None
     try:
         with transaction.atomic():
+            relax_commit()  # a lost claim only queues the job again
             if not _within_running_quota(job):
                 _defer(job)
                 return None
@@ -203,7 +205,10 @@ def job_report_progress(
     value = pipelines.get(kind).progress_at(name, done, total)
     now = timezone.now()
     fence = Q(pk=job_id, worker_token=token, status__in=LEASED)
-    with transaction.atomic() if not connection.in_atomic_block else nullcontext():
+    own = not connection.in_atomic_block
+    with transaction.atomic() if own else nullcontext():
+        if own:
+            relax_commit()  # a lost progress report is reported again
         updated = Job.objects.filter(fence).update(
             progress=Greatest(F("progress"), value),
             processed=done,
@@ -244,6 +249,7 @@ def fenced(*, job_id: Any, token: str) -> Iterator[None]:
     BEGIN serialises the same way.
     """
     with transaction.atomic():
+        relax_commit()  # keyed outputs and their checkpoint: a lost batch is redone on resume
         held = (
             Job.objects.select_for_update(no_key=True)
             .filter(pk=job_id, worker_token=token, status__in=LEASED)
@@ -294,6 +300,7 @@ def job_complete_stage(*, claim: Claim, skipped: bool = False, continue_inline: 
     outcome = StageRun.Outcome.SKIPPED if skipped else StageRun.Outcome.ADVANCED
     progress = pipeline.progress_at(nxt.name)
     with transaction.atomic():
+        relax_commit()  # a lost stage move repeats the stage (outputs are keyed); publish is durable
         if not continue_inline:
             apply_transition(
                 job,
