@@ -11,8 +11,13 @@ earlier WAL record, so once ``ready`` is durable, all the outputs it points at a
 
 from __future__ import annotations
 
+from functools import cache
+from typing import Any
+
 from django.conf import settings
 from django.db import connection
+
+from jobs.models import LEASED, Job
 
 
 def relax_commit() -> None:
@@ -28,3 +33,29 @@ def relax_commit() -> None:
         return
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL synchronous_commit = off")
+
+
+def hold_lease_relaxed(job_id: Any, token: str) -> bool | None:
+    """Lock the job row (FOR NO KEY UPDATE) while ``token`` is its lease and relax this
+    transaction's commit, in one statement; ``None`` where that does not apply (SQLite, the
+    setting off): the caller then takes the lock its own way.
+
+    For a fenced batch of keyed outputs: the lock and the relaxed commit cost one round trip,
+    the one the lease check costs anyway. ``set_config`` runs only for the matched row, so a
+    lost lease relaxes nothing (and its transaction rolls back).
+    """
+    if connection.vendor != "postgresql" or not settings.JOBS_RELAXED_COMMIT:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(_hold_lease_sql(), [job_id, token, *(str(status) for status in LEASED)])
+        return cursor.fetchone() is not None
+
+
+@cache
+def _hold_lease_sql() -> str:
+    quote = connection.ops.quote_name
+    return (
+        f"SELECT set_config('synchronous_commit', 'off', true) FROM {quote(Job._meta.db_table)} "
+        f"WHERE {quote('id')} = %s AND {quote('worker_token')} = %s AND {quote('status')} IN (%s, %s) "
+        "FOR NO KEY UPDATE"
+    )

@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from jobs import pipelines
 from jobs.dispatch import dispatch, dispatch_if_due
-from jobs.durability import relax_commit
+from jobs.durability import hold_lease_relaxed, relax_commit
 from jobs.errors import (
     DATABASE_UNAVAILABLE,
     INTERNAL_ERROR,
@@ -249,13 +249,16 @@ def fenced(*, job_id: Any, token: str) -> Iterator[None]:
     BEGIN serialises the same way.
     """
     with transaction.atomic():
-        relax_commit()  # keyed outputs and their checkpoint: a lost batch is redone on resume
-        held = (
-            Job.objects.select_for_update(no_key=True)
-            .filter(pk=job_id, worker_token=token, status__in=LEASED)
-            .values_list("pk", flat=True)
-        )
-        if not list(held):
+        # Keyed outputs and their checkpoint: a batch lost with its commit is redone on resume,
+        # so on PostgreSQL the lease check also relaxes the commit (jobs/durability.py).
+        held = hold_lease_relaxed(job_id, token)
+        if held is None:
+            held = bool(
+                Job.objects.select_for_update(no_key=True)
+                .filter(pk=job_id, worker_token=token, status__in=LEASED)
+                .values_list("pk", flat=True)
+            )
+        if not held:
             raise LeaseLost(job_id=job_id)
         yield
 
