@@ -315,9 +315,11 @@ def run_q2_alone(jobs: int, tag: str, cap: float, *, keep_results: bool = False)
     from django_q.models import OrmQ
     from django_q.tasks import async_task
 
+    from jobs.broker import enqueue_broker
     from jobs.dispatch import TASK_OPTIONS
 
     options = {k: v for k, v in TASK_OPTIONS.items() if not (keep_results and k == "save")}
+    options["broker"] = enqueue_broker()  # the engine's dispatch enqueues through it too
     tasks = jobs * STAGES
     start = time.time()
     for i in range(tasks):
