@@ -19,6 +19,13 @@ from django.db import connection
 
 from jobs.models import LEASED, Job
 
+RELAX_EXPRESSION = "set_config('synchronous_commit', 'off', true)"
+
+
+def relaxes_commits() -> bool:
+    """Whether this connection's repeatable commits are relaxed (PostgreSQL and the setting on)."""
+    return connection.vendor == "postgresql" and bool(settings.JOBS_RELAXED_COMMIT)
+
 
 def relax_commit() -> None:
     """Let the current transaction commit without waiting for its WAL flush.
@@ -27,7 +34,7 @@ def relax_commit() -> None:
     connection's next transaction is durable again. A no-op on SQLite or when
     ``JOBS_RELAXED_COMMIT`` is off.
     """
-    if connection.vendor != "postgresql" or not settings.JOBS_RELAXED_COMMIT:
+    if not relaxes_commits():
         return
     if not connection.in_atomic_block:  # outside a transaction SET LOCAL would only warn
         return
@@ -44,7 +51,7 @@ def hold_lease_relaxed(job_id: Any, token: str) -> bool | None:
     the one the lease check costs anyway. ``set_config`` runs only for the matched row, so a
     lost lease relaxes nothing (and its transaction rolls back).
     """
-    if connection.vendor != "postgresql" or not settings.JOBS_RELAXED_COMMIT:
+    if not relaxes_commits():
         return None
     with connection.cursor() as cursor:
         cursor.execute(_hold_lease_sql(), [job_id, token, *(str(status) for status in LEASED)])
@@ -55,7 +62,7 @@ def hold_lease_relaxed(job_id: Any, token: str) -> bool | None:
 def _hold_lease_sql() -> str:
     quote = connection.ops.quote_name
     return (
-        f"SELECT set_config('synchronous_commit', 'off', true) FROM {quote(Job._meta.db_table)} "
+        f"SELECT {RELAX_EXPRESSION} FROM {quote(Job._meta.db_table)} "
         f"WHERE {quote('id')} = %s AND {quote('worker_token')} = %s AND {quote('status')} IN (%s, %s) "
         "FOR NO KEY UPDATE"
     )

@@ -73,6 +73,7 @@ def _claim_loaded(job: Job, worker: str, *, reason: str) -> Claim:
     job = apply_transition(
         job,
         "claim",
+        relaxed=True,  # a lost claim only queues the job again (jobs/durability.py)
         actor=Actor.WORKER,
         actor_name=worker,
         reason=reason,
@@ -110,7 +111,6 @@ def job_claim(*, job_id: Any, worker: str | None = None) -> Claim | None:
         return None
     try:
         with transaction.atomic():
-            relax_commit()  # a lost claim only queues the job again
             if not _within_running_quota(job):
                 _defer(job)
                 return None
@@ -303,11 +303,11 @@ def job_complete_stage(*, claim: Claim, skipped: bool = False, continue_inline: 
     outcome = StageRun.Outcome.SKIPPED if skipped else StageRun.Outcome.ADVANCED
     progress = pipeline.progress_at(nxt.name)
     with transaction.atomic():
-        relax_commit()  # a lost stage move repeats the stage (outputs are keyed); publish is durable
         if not continue_inline:
             apply_transition(
                 job,
                 "advance",
+                relaxed=True,  # a lost stage move repeats the stage: its outputs are keyed
                 actor=Actor.WORKER,
                 actor_name=worker,
                 token=claim.token,
@@ -323,6 +323,7 @@ def job_complete_stage(*, claim: Claim, skipped: bool = False, continue_inline: 
         apply_transition(
             job,
             "proceed",
+            relaxed=True,  # as advance; publish and failures stay durable
             actor=Actor.WORKER,
             actor_name=worker,
             token=claim.token,
