@@ -9,7 +9,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
 
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.db.models.sql import UpdateQuery
@@ -77,32 +77,34 @@ def append_event(
     )
     # On PostgreSQL a trigger (migration jobs/0007) sends pg_notify(NOTIFY_CHANNEL, "job:event")
     # with the insert: delivered at commit, never for a rolled-back event; SSE listeners wake on it.
-    _insert_event(event)
+    insert_row(event)
     return event
 
 
-def _insert_event(event: JobEvent) -> None:
-    """``event.save(force_insert=True)`` with SQL built once per process: the hottest insert of
-    the engine (one per transition), and the model's save path compiled it anew every time."""
-    sql, fields = _event_insert(connection.vendor)
-    params = [field.get_db_prep_save(getattr(event, field.attname), connection) for field in fields]
+def insert_row(obj: models.Model) -> None:
+    """``obj.save(force_insert=True)`` (a model with a database-assigned id and no save hooks)
+    with SQL built once per model and backend: the engine's hot inserts (an event per
+    transition, a stage run per stage), where the model's save path compiled it every time."""
+    sql, fields = _insert_sql(type(obj), connection.vendor)
+    params = [field.get_db_prep_save(getattr(obj, field.attname), connection) for field in fields]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        event.pk = cursor.fetchone()[0]
-    event._state.adding = False
-    event._state.db = connection.alias
+        obj.pk = cursor.fetchone()[0]
+    obj._state.adding = False
+    obj._state.db = connection.alias
 
 
 @cache
-def _event_insert(vendor: str) -> tuple[str, tuple[Any, ...]]:
+def _insert_sql(model: type[models.Model], vendor: str) -> tuple[str, tuple[Any, ...]]:
     # Both backends return the new id from the INSERT (PostgreSQL, SQLite 3.35+).
     quote = connection.ops.quote_name
-    fields = tuple(f for f in JobEvent._meta.concrete_fields if not f.primary_key)
+    meta = model._meta
+    fields = tuple(f for f in meta.concrete_fields if not f.primary_key)
     columns = ", ".join(quote(str(f.column)) for f in fields)
     placeholders = ", ".join(["%s"] * len(fields))
     sql = (
-        f"INSERT INTO {quote(JobEvent._meta.db_table)} ({columns}) VALUES ({placeholders}) "
-        f"RETURNING {quote(str(JobEvent._meta.pk.column))}"
+        f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({placeholders}) "
+        f"RETURNING {quote(str(meta.pk.column))}"
     )
     return sql, fields
 

@@ -42,7 +42,7 @@ from jobs.models import LEASED, Actor, Job, JobEvent, StageRun, Status
 from jobs.quotas import quota_for
 from jobs.retry import decide
 from jobs.services.cleanup import job_run_cleanup
-from jobs.services.transition import EventSource, append_event, apply_transition, update_returning
+from jobs.services.transition import EventSource, append_event, apply_transition, insert_row, update_returning
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def _claim_loaded(job: Job, worker: str, *, reason: str) -> Claim:
 
 
 def _start_run(job: Job, token: str, worker: str) -> StageRun:
-    return StageRun.objects.create(
+    run = StageRun(
         job=job,
         stage=job.stage,
         attempt=job.attempt,
@@ -95,6 +95,8 @@ def _start_run(job: Job, token: str, worker: str) -> StageRun:
         started_at=job.heartbeat_at or timezone.now(),
         hints=job.hints,
     )
+    insert_row(run)  # one per stage: SQL built once
+    return run
 
 
 def job_claim(*, job_id: Any, worker: str | None = None) -> Claim | None:
