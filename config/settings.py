@@ -275,6 +275,10 @@ JOBS_SCRATCH_SWEEP_SECONDS = env_float("JOBS_SCRATCH_SWEEP_SECONDS", 300)
 JOBS_SCRATCH_DIR = os.environ.get("JOBS_SCRATCH_DIR", "")
 # Extra modules that register pipelines (tests and add-ons; apps register in ready()).
 JOBS_PIPELINE_MODULES = [m for m in os.environ.get("JOBS_PIPELINE_MODULES", "").split(",") if m]
+# --- engine speed (issue 18) ----------------------------------------------------------------
+# PostgreSQL: the worker's claims, stage moves, progress, checkpoints and output batches commit
+# without waiting for the WAL flush (jobs/durability.py); terminal transitions never do.
+JOBS_RELAXED_COMMIT = env_bool("JOBS_RELAXED_COMMIT", True)
 
 # --- metrics (/metrics) -----------------------------------------------------------------------
 # Scrapers send "Authorization: Bearer <METRICS_TOKEN>"; METRICS_ALLOWED_IPS (addresses or

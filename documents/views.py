@@ -5,6 +5,9 @@ Views parse input and call the same selectors and services as the API (``documen
 Another tenant's ids answer 404, exactly like ids that do not exist.
 """
 
+# long-module: the documents app's HTML pages; each view is short and they share the tenant guard,
+# the throttles and the status JSON the pages' scripts read.
+
 from __future__ import annotations
 
 import mimetypes

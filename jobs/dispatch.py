@@ -8,6 +8,7 @@ from typing import Any
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from jobs.broker import enqueue_broker
 from jobs.models import Job, Status
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,8 @@ def dispatch(job_id: Any) -> bool:
     """
     now = timezone.now()
     try:
-        async_task(TASK, str(job_id), task_name=f"job-{job_id}", q_options=dict(TASK_OPTIONS))
+        options = {**TASK_OPTIONS, "broker": enqueue_broker()}
+        async_task(TASK, str(job_id), task_name=f"job-{job_id}", q_options=options)
     except Exception:
         log.exception("could not hand job %s to the task queue; the reaper will retry", job_id)
         return False

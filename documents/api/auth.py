@@ -26,11 +26,10 @@ if TYPE_CHECKING:
 
 def user_for_token(key: str) -> tuple[Any, Token] | None:
     """The user and token for ``key`` (with the user's tenant remembered), or None."""
-    membership = (
-        Membership.objects.select_related("tenant", "user__auth_token")
-        .filter(user__auth_token__key=key)
-        .first()
-    )
+    # At most one row (one token per key, one membership per user): no ORDER BY to build or run,
+    # which .first() would add (every API request pays this query's Python).
+    found = Membership.objects.select_related("tenant", "user__auth_token").filter(user__auth_token__key=key)
+    membership = next(iter(found.order_by()[:1]), None)
     if membership is not None:
         user = membership.user
         remember_tenant(user, membership.tenant)

@@ -1,5 +1,8 @@
 """REST endpoints: thin. They parse input, check the tenant, call a service or a selector."""
 
+# long-module: the REST views of documents, versions, jobs and search; each is a thin parse-then-
+# service call, and they share the tenant guard and the error shapes.
+
 from __future__ import annotations
 
 from typing import Any

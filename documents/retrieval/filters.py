@@ -25,6 +25,9 @@ Keys follow ``documents.attributes.KEY_PATTERN``; keys and values always travel 
 parameters, never inside the SQL text.
 """
 
+# long-module: the filter language in one read: its parser, its typed semantics and their SQL on
+# two databases, which must agree clause by clause.
+
 from __future__ import annotations
 
 import json

@@ -6,9 +6,10 @@ import logging
 from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import datetime
+from functools import cache
 from typing import Any, NamedTuple
 
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.db.models.sql import UpdateQuery
@@ -16,6 +17,7 @@ from django.utils import timezone
 from django_fsm import TransitionNotAllowed, can_proceed
 
 from jobs import pipelines
+from jobs.durability import RELAX_EXPRESSION, relaxes_commits
 from jobs.errors import JobConflict, LeaseLost, TransitionRefused
 from jobs.models import FINISHED, LEASED, Actor, Job, JobEvent
 
@@ -75,8 +77,36 @@ def append_event(
     )
     # On PostgreSQL a trigger (migration jobs/0007) sends pg_notify(NOTIFY_CHANNEL, "job:event")
     # with the insert: delivered at commit, never for a rolled-back event; SSE listeners wake on it.
-    event.save(force_insert=True)
+    insert_row(event)
     return event
+
+
+def insert_row(obj: models.Model) -> None:
+    """``obj.save(force_insert=True)`` (a model with a database-assigned id and no save hooks)
+    with SQL built once per model and backend: the engine's hot inserts (an event per
+    transition, a stage run per stage), where the model's save path compiled it every time."""
+    sql, fields = _insert_sql(type(obj), connection.vendor)
+    params = [field.get_db_prep_save(getattr(obj, field.attname), connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        obj.pk = cursor.fetchone()[0]
+    obj._state.adding = False
+    obj._state.db = connection.alias
+
+
+@cache
+def _insert_sql(model: type[models.Model], vendor: str) -> tuple[str, tuple[Any, ...]]:
+    # Both backends return the new id from the INSERT (PostgreSQL, SQLite 3.35+).
+    quote = connection.ops.quote_name
+    meta = model._meta
+    fields = tuple(f for f in meta.concrete_fields if not f.primary_key)
+    columns = ", ".join(quote(str(f.column)) for f in fields)
+    placeholders = ", ".join(["%s"] * len(fields))
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({placeholders}) "
+        f"RETURNING {quote(str(meta.pk.column))}"
+    )
+    return sql, fields
 
 
 def apply_transition(
@@ -91,6 +121,7 @@ def apply_transition(
     guard: Q | None = None,
     now: datetime | None = None,
     after_commit: Callable[[Job], None] | None = None,
+    relaxed: bool = False,
     **params: Any,
 ) -> Job:
     """Run transition ``name`` on ``job`` and persist it as a compare-and-set.
@@ -100,7 +131,9 @@ def apply_transition(
     transition changed, bumps ``version`` and appends one event, in one transaction. Raises
     :class:`TransitionRefused` when the graph forbids it, :class:`LeaseLost` when the token is
     no longer current, :class:`JobConflict` when anything else changed the job first. On any
-    raise, ``job`` must be reloaded before reuse.
+    raise, ``job`` must be reloaded before reuse. ``relaxed`` (the worker's claims and stage
+    moves only, never a terminal transition) lets the caller's transaction commit without
+    waiting for its WAL flush (jobs/durability.py), set by the UPDATE itself.
     """
     now = now or timezone.now()
     if expected_version is not None and expected_version != job.version:
@@ -143,7 +176,7 @@ def apply_transition(
         # The status write lives only here: a guarded compare-and-set, never a blind overwrite.
         # Progress reports do not bump the version, so the row may hold newer progress than the
         # copy this transition started from: the event must log the row's, returned by the UPDATE.
-        row = update_returning(where, changes, ("progress", "processed", "total"))
+        row = update_returning(where, changes, ("progress", "processed", "total"), relaxed=relaxed)
         if row is None:
             raise _why_not(job.pk, token)
         job.progress, job.processed, job.total = row
@@ -173,17 +206,23 @@ def _on_finish(job: Job) -> None:
         hook(job)
 
 
-def update_returning(where: Q, changes: dict[str, Any], returning: tuple[str, ...]) -> tuple[Any, ...] | None:
+def update_returning(
+    where: Q, changes: dict[str, Any], returning: tuple[str, ...], *, relaxed: bool = False
+) -> tuple[Any, ...] | None:
     """``Job.objects.filter(where).update(**changes)`` plus ``RETURNING`` (PostgreSQL and SQLite
-    3.35+), which ``QuerySet.update`` does not offer: the row of the one job it matched, or None."""
+    3.35+), which ``QuerySet.update`` does not offer: the row of the one job it matched, or None.
+    With ``relaxed``, the same statement relaxes the transaction's commit (no extra round trip)."""
     query = Job.objects.filter(where).query.chain(UpdateQuery)
     assert isinstance(query, UpdateQuery)
     query.add_update_values(changes)
     sql, params = query.get_compiler(connection.alias).as_sql()
     columns = ", ".join(connection.ops.quote_name(name) for name in returning)  # Job's own columns
+    if relaxed and relaxes_commits():
+        columns += f", {RELAX_EXPRESSION}"  # evaluated only for a matched row
     with connection.cursor() as cursor:
         cursor.execute(f"{sql} RETURNING {columns}", params)
-        return cursor.fetchone()
+        row = cursor.fetchone()
+    return None if row is None else tuple(row[: len(returning)])
 
 
 def _why_not(job_id: Any, token: str | None) -> JobConflict:

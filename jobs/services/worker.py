@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from jobs import pipelines
 from jobs.dispatch import dispatch, dispatch_if_due
+from jobs.durability import hold_lease_relaxed, relax_commit
 from jobs.errors import (
     DATABASE_UNAVAILABLE,
     INTERNAL_ERROR,
@@ -41,7 +42,7 @@ from jobs.models import LEASED, Actor, Job, JobEvent, StageRun, Status
 from jobs.quotas import quota_for
 from jobs.retry import decide
 from jobs.services.cleanup import job_run_cleanup
-from jobs.services.transition import EventSource, append_event, apply_transition, update_returning
+from jobs.services.transition import EventSource, append_event, apply_transition, insert_row, update_returning
 from jobs.timings import timing_claimed, timing_run_finished
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ def _claim_loaded(job: Job, worker: str, *, reason: str) -> Claim:
     job = apply_transition(
         job,
         "claim",
+        relaxed=True,  # a lost claim only queues the job again (jobs/durability.py)
         actor=Actor.WORKER,
         actor_name=worker,
         reason=reason,
@@ -87,7 +89,7 @@ def _claim_loaded(job: Job, worker: str, *, reason: str) -> Claim:
 
 
 def _start_run(job: Job, token: str, worker: str) -> StageRun:
-    return StageRun.objects.create(
+    run = StageRun(
         job=job,
         stage=job.stage,
         attempt=job.attempt,
@@ -96,6 +98,8 @@ def _start_run(job: Job, token: str, worker: str) -> StageRun:
         started_at=job.heartbeat_at or timezone.now(),
         hints=job.hints,
     )
+    insert_row(run)  # one per stage: SQL built once
+    return run
 
 
 def job_claim(*, job_id: Any, worker: str | None = None) -> Claim | None:
@@ -206,7 +210,10 @@ def job_report_progress(
     value = pipelines.get(kind).progress_at(name, done, total)
     now = timezone.now()
     fence = Q(pk=job_id, worker_token=token, status__in=LEASED)
-    with transaction.atomic() if not connection.in_atomic_block else nullcontext():
+    own = not connection.in_atomic_block
+    with transaction.atomic() if own else nullcontext():
+        if own:
+            relax_commit()  # a lost progress report is reported again
         updated = Job.objects.filter(fence).update(
             progress=Greatest(F("progress"), value),
             processed=done,
@@ -247,12 +254,16 @@ def fenced(*, job_id: Any, token: str) -> Iterator[None]:
     BEGIN serialises the same way.
     """
     with transaction.atomic():
-        held = (
-            Job.objects.select_for_update(no_key=True)
-            .filter(pk=job_id, worker_token=token, status__in=LEASED)
-            .values_list("pk", flat=True)
-        )
-        if not list(held):
+        # Keyed outputs and their checkpoint: a batch lost with its commit is redone on resume,
+        # so on PostgreSQL the lease check also relaxes the commit (jobs/durability.py).
+        held = hold_lease_relaxed(job_id, token)
+        if held is None:
+            held = bool(
+                Job.objects.select_for_update(no_key=True)
+                .filter(pk=job_id, worker_token=token, status__in=LEASED)
+                .values_list("pk", flat=True)
+            )
+        if not held:
             raise LeaseLost(job_id=job_id)
         yield
 
@@ -303,6 +314,7 @@ def job_complete_stage(*, claim: Claim, skipped: bool = False, continue_inline: 
             apply_transition(
                 job,
                 "advance",
+                relaxed=True,  # a lost stage move repeats the stage: its outputs are keyed
                 actor=Actor.WORKER,
                 actor_name=worker,
                 token=claim.token,
@@ -318,6 +330,7 @@ def job_complete_stage(*, claim: Claim, skipped: bool = False, continue_inline: 
         apply_transition(
             job,
             "proceed",
+            relaxed=True,  # as advance; publish and failures stay durable
             actor=Actor.WORKER,
             actor_name=worker,
             token=claim.token,

@@ -122,6 +122,7 @@ class PrivatePostgres:
     port: int = field(default_factory=free_port)
     database: str = "reliability"
     restarts: int = 0
+    options: str = ""  # extra server options (-c name=value ...), applied at the next start
 
     @property
     def data(self) -> Path:
@@ -166,7 +167,8 @@ class PrivatePostgres:
         # small. An immediate shutdown (a crash, for PostgreSQL) still recovers from its WAL.
         options = (
             f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-        )
+            f" {self.options}"
+        ).strip()
         self._pg_ctl("-o", options, "-l", str(self.log), "start")
 
     def restart(self) -> float:

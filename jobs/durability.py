@@ -1,0 +1,68 @@
+"""Which of the worker's commits may skip waiting for the WAL flush (PostgreSQL).
+
+A commit with ``synchronous_commit = off`` returns before its WAL reaches the disk: a crash of
+the database server within a fraction of a second may lose it, never corrupt anything. The
+worker uses that only for writes whose loss merely repeats work: a claim (the job is queued
+again and re-dispatched), a stage moving on (``proceed``/``advance``), progress, checkpoints and
+a batch of keyed outputs (resume redoes it). Every terminal transition, a publish, a delete and
+anything a webhook announces keeps the durable default; a durable commit also flushes every
+earlier WAL record, so once ``ready`` is durable, all the outputs it points at are too.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+from jobs.models import LEASED, Job
+
+RELAX_EXPRESSION = "set_config('synchronous_commit', 'off', true)"
+
+
+def relaxes_commits() -> bool:
+    """Whether this connection's repeatable commits are relaxed (PostgreSQL and the setting on)."""
+    return connection.vendor == "postgresql" and bool(settings.JOBS_RELAXED_COMMIT)
+
+
+def relax_commit() -> None:
+    """Let the current transaction commit without waiting for its WAL flush.
+
+    Call it inside ``transaction.atomic()``; ``SET LOCAL`` ends with the transaction, so the
+    connection's next transaction is durable again. A no-op on SQLite or when
+    ``JOBS_RELAXED_COMMIT`` is off.
+    """
+    if not relaxes_commits():
+        return
+    if not connection.in_atomic_block:  # outside a transaction SET LOCAL would only warn
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit = off")
+
+
+def hold_lease_relaxed(job_id: Any, token: str) -> bool | None:
+    """Lock the job row (FOR NO KEY UPDATE) while ``token`` is its lease and relax this
+    transaction's commit, in one statement; ``None`` where that does not apply (SQLite, the
+    setting off): the caller then takes the lock its own way.
+
+    For a fenced batch of keyed outputs: the lock and the relaxed commit cost one round trip,
+    the one the lease check costs anyway. ``set_config`` runs only for the matched row, so a
+    lost lease relaxes nothing (and its transaction rolls back).
+    """
+    if not relaxes_commits():
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(_hold_lease_sql(), [job_id, token, *(str(status) for status in LEASED)])
+        return cursor.fetchone() is not None
+
+
+@cache
+def _hold_lease_sql() -> str:
+    quote = connection.ops.quote_name
+    return (
+        f"SELECT {RELAX_EXPRESSION} FROM {quote(Job._meta.db_table)} "
+        f"WHERE {quote('id')} = %s AND {quote('worker_token')} = %s AND {quote('status')} IN (%s, %s) "
+        "FOR NO KEY UPDATE"
+    )
