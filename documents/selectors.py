@@ -13,6 +13,7 @@ from django.db.models import Q, QuerySet
 
 from documents.models import Document, DocumentVersion, Membership, Tenant
 from documents.pipeline import PIPELINE
+from jobs import rules
 from jobs.models import Job, Status
 from jobs.selectors import JobView, job_view
 
@@ -88,6 +89,18 @@ def documents_of(tenant: Tenant, *, state: str | None = None) -> QuerySet[Docume
     return documents.order_by("-created_at", "pk")
 
 
+def access_version(tenant: Tenant, document_id: Any, number: Any) -> DocumentVersion | None:
+    """Version ``number`` of the tenant's document ``document_id`` (not deleted)."""
+    doc_pk = _uuid(document_id)
+    if doc_pk is None or not str(number).isdigit():
+        return None
+    found = DocumentVersion.objects.select_related("job", "document__tenant").filter(
+        document__tenant=tenant, document_id=doc_pk, number=int(number), deleted_at=None
+    )
+    found = found.filter(document__deleted_at=None)
+    return next(iter(found.order_by()[:1]), None)
+
+
 def versions_of(document: Document) -> QuerySet[DocumentVersion]:
     return document.versions.filter(deleted_at=None).select_related("job").order_by("-number")
 
@@ -115,6 +128,8 @@ def job_status(version: DocumentVersion, job: Job | None = None) -> dict[str, An
         "attempt": view.attempt,
         "can_cancel": view.can_cancel,
         "can_retry": view.can_retry,
+        # A new version from this one's stored bytes (documents/services/again.py).
+        "can_process_again": rules.allowed("process_again", job),
         "cancel_requested": view.cancel_requested,
         "updated_at": view.updated_at.isoformat(),
         "finished_at": view.finished_at.isoformat() if view.finished_at else None,

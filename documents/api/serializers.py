@@ -53,6 +53,7 @@ class JobStatusOut(serializers.Serializer[Any]):
     attempt = serializers.IntegerField()
     can_cancel = serializers.BooleanField()
     can_retry = serializers.BooleanField()
+    can_process_again = serializers.BooleanField()
     cancel_requested = serializers.BooleanField()
     updated_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)

@@ -16,6 +16,11 @@ urlpatterns = [
         views.VersionView.as_view(),
         name="api-version",
     ),
+    re_path(
+        r"^documents/(?P<document_id>[^/]+)/versions/(?P<number>[0-9]+)/process-again/?$",
+        views.VersionProcessAgainView.as_view(),
+        name="api-version-process-again",
+    ),
     path(JOB, views.JobView.as_view(), name="api-job"),
     path(f"{JOB}/cancel", views.JobCancelView.as_view(), name="api-job-cancel"),
     path(f"{JOB}/retry", views.JobRetryView.as_view(), name="api-job-retry"),

@@ -18,12 +18,14 @@ from documents.models import Document, DocumentVersion, Tenant
 from documents.search import search
 from documents.selectors import (
     access_document,
+    access_version,
     access_version_by_job,
     documents_of,
     job_status,
     tenant_for,
     versions_of,
 )
+from documents.services.again import version_process_again
 from documents.services.delete import DeleteRefused, DeleteResult, document_delete, version_delete
 from documents.services.upload import UploadResult, document_upload
 from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES
@@ -250,6 +252,22 @@ class JobRetryView(TenantView):
         version = self.version(document_id, job_id)
         job = job_retry(job_id=job_id, actor=Actor.USER, actor_name=request.user.get_username())
         return Response(job_status(version, job), status=status.HTTP_202_ACCEPTED)
+
+
+class VersionProcessAgainView(TenantView):
+    """A cancelled or failed version's stored bytes become the next version, with a new job."""
+
+    @extend_schema(
+        request=None,
+        responses={201: s.JobStatusOut, 429: _error("The workspace's queue is full"), **ACTION_ERRORS},
+    )
+    def post(self, request: Request, document_id: str, number: str) -> Response:
+        version = access_version(self.tenant, document_id, number)
+        if version is None:
+            raise ApiError(404, "not_found", "Not found.")
+        result = version_process_again(version=version, user=request.user)
+        assert result.job is not None
+        return Response(job_status(result.version, result.job), status=status.HTTP_201_CREATED)
 
 
 class SearchView(TenantView):

@@ -51,6 +51,7 @@ STATUS_KEYS = {
     "attempt",
     "can_cancel",
     "can_retry",
+    "can_process_again",
     "cancel_requested",
     "updated_at",
     "finished_at",
