@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
@@ -37,7 +37,7 @@ from jobs.admin.registry import (
     register_subject_links,
     register_tenant_link,
 )
-from jobs.models import LEASED, Job, Status
+from jobs.models import LEASED, Actor, Job, Status
 
 # --- contributions to the jobs console ------------------------------------------------------
 
@@ -197,7 +197,39 @@ class DocumentAdmin(ReadOnlyAdmin):
     list_select_related = ("tenant", "published_version")
     search_fields = ("=id", "title", "tenant__slug")
     inlines = (VersionInline,)
-    actions = ("delete_with_cleanup",)
+    actions = ("delete_with_cleanup", "process_again")
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        # The same power as the routine job actions ("operate" in jobs/rules.py).
+        return bool(request.user.has_perm("jobs.change_job"))
+
+    @admin.action(
+        description="Process the latest version again from its stored file (cancelled or failed only)",
+        permissions=["operate"],
+    )
+    def process_again(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        from documents.services.again import version_process_again
+        from documents.services.upload import UploadRejected
+        from jobs.errors import JobConflict
+
+        started: list[str] = []
+        refused: list[str] = []
+        for document in queryset.filter(deleted_at=None).select_related("latest_version__document__tenant"):
+            version = document.latest_version
+            if version is None:
+                refused.append(f"“{document.title}”: it has no version.")
+                continue
+            try:
+                result = version_process_again(version=version, user=request.user, actor=Actor.OPERATOR)
+            except (JobConflict, UploadRejected) as why:
+                refused.append(f"“{document.title}”: {why.message}")
+            else:
+                started.append(f"“{document.title}” as v{result.version.number}")
+        if started:
+            self.message_user(request, "Processing again (a new version each): " + ", ".join(started) + ".")
+        if refused:
+            lead = "These were not processed again" if started else "None was processed again"
+            self.message_user(request, f"{lead}: " + " ".join(refused), level=messages.WARNING)
 
     def has_lifecycle_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("documents.delete_document"))

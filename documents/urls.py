@@ -15,6 +15,11 @@ urlpatterns: list[URLPattern] = [
     path("documents/<str:document_id>/versions", views.version_upload, name="document-versions"),
     path(f"{JOB}/cancel", views.job_cancel_view, name="job-cancel"),
     path(f"{JOB}/retry", views.job_retry_view, name="job-retry"),
+    path(
+        "documents/<str:document_id>/versions/<int:number>/process-again",
+        views_lifecycle.version_process_again_view,
+        name="version-process-again",
+    ),
     path("search", views.search_page, name="search"),
     path("documents/<str:document_id>/delete", views_lifecycle.document_delete_view, name="document-delete"),
 ]

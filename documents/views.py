@@ -211,7 +211,14 @@ def version_upload(request: HttpRequest, tenant: Tenant, document_id: str) -> Ht
 @require_POST
 @tenant_required
 def job_cancel_view(request: HttpRequest, tenant: Tenant, document_id: str, job_id: str) -> HttpResponse:
-    """Cancel the job (without JavaScript; the page's script posts to the API instead)."""
+    """Cancel the job (without JavaScript; the page's script posts to the API instead). The
+    first post, without ``confirm=yes``, answers with a confirmation page."""
+    if request.POST.get("confirm") != "yes":
+        version = access_version_by_job(tenant, document_id, job_id)
+        if version is None:
+            raise Http404
+        context = {"document": version.document, "version": version, "job_id": job_id}
+        return render(request, "documents/cancel_confirm.html", context)
     return _job_action(
         request,
         tenant,

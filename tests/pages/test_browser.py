@@ -170,6 +170,7 @@ def test_cancel_from_the_page_shows_stopping_then_cancelled(page, platform, alic
     record_states(page)
 
     page.get_by_role("button", name="Cancel processing").click()
+    page.get_by_role("button", name="Yes, stop processing").click()
     expect(field(page, "state")).to_have_text("Cancelled", timeout=LIVE)
     seen = page.evaluate("window.__states")
     assert "Stopping…" in seen, seen
@@ -231,6 +232,7 @@ def test_a_stream_that_comes_back_rereads_the_status_first(page, platform, alice
     assert any(0 <= read - reopened < 0.5 for read in reads), (reopened, reads)
     # The page is fully working again: its cancel goes through (and ends the test sooner).
     page.get_by_role("button", name="Cancel processing").click()
+    page.get_by_role("button", name="Yes, stop processing").click()
     expect(field(page, "state")).to_have_text("Cancelled", timeout=LIVE)
     assert_not_reloaded(page)
 

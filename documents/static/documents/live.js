@@ -149,6 +149,8 @@
   function drawActions(status) {
     show(card.querySelector('form[data-action="cancel"]'), status.can_cancel);
     show(card.querySelector('form[data-action="retry"]'), status.can_retry);
+    show(card.querySelector('form[data-action="process_again"]'), !!status.can_process_again);
+    if (!status.can_cancel) askToCancel(false);
     show(part("stopping"), status.cancel_requested);
   }
 
@@ -263,12 +265,29 @@
     connection("");
   }
 
+  // Cancel asks first, in the card: its first button shows the question, whose "yes" posts.
+  // (Without JavaScript the first button posts and the server shows a confirmation page.)
+  function askToCancel(asking) {
+    var form = card.querySelector('form[data-action="cancel"]');
+    show(form.querySelector('[data-step="ask"]'), !asking);
+    show(form.querySelector('[data-field="confirm-cancel"]'), asking);
+    if (asking) form.querySelector('[data-step="confirm"]').focus();
+  }
+
+  card.querySelector('[data-step="keep"]').addEventListener("click", function () {
+    askToCancel(false);
+    card.querySelector('[data-step="ask"]').focus();
+  });
+
   // Cancel and retry through the API, so the answer redraws the card at once; the plain forms
-  // (and their redirect) remain for browsers without JavaScript.
-  card.querySelectorAll("form[data-action]").forEach(function (form) {
+  // (and their redirect) remain for browsers without JavaScript. "Process again" stays a plain
+  // form: it makes a new version, whose page the redirect shows.
+  card.querySelectorAll("form[data-action][data-api]").forEach(function (form) {
     form.addEventListener("submit", function (event) {
       event.preventDefault();
-      var button = form.querySelector("button");
+      var step = event.submitter && event.submitter.dataset.step;
+      if (step === "ask") return askToCancel(true);
+      var button = event.submitter || form.querySelector("button");
       var token = form.querySelector('[name="csrfmiddlewaretoken"]').value;
       var refused = part("action-error");
       button.disabled = true;
@@ -294,6 +313,7 @@
         })
         .finally(function () {
           button.disabled = false;
+          if (step === "confirm") askToCancel(false);
         });
     });
   });
