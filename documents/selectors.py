@@ -133,6 +133,7 @@ def job_status(version: DocumentVersion, job: Job | None = None) -> dict[str, An
         "cancel_requested": view.cancel_requested,
         "updated_at": view.updated_at.isoformat(),
         "finished_at": view.finished_at.isoformat() if view.finished_at else None,
+        "heartbeat_at": view.heartbeat_at.isoformat() if view.heartbeat_at else None,
         "published_at": version.published_at.isoformat() if version.published_at else None,
         "error": view.error,
         "stages": [{"name": s.name, "label": s.label, "state": s.state} for s in view.stages],

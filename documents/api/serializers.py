@@ -57,6 +57,7 @@ class JobStatusOut(serializers.Serializer[Any]):
     cancel_requested = serializers.BooleanField()
     updated_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
+    heartbeat_at = serializers.DateTimeField(allow_null=True)
     published_at = serializers.DateTimeField(allow_null=True)
     error = ErrorOut(allow_null=True)
     stages = StageOut(many=True)

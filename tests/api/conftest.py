@@ -55,6 +55,7 @@ STATUS_KEYS = {
     "cancel_requested",
     "updated_at",
     "finished_at",
+    "heartbeat_at",
     "published_at",
     "error",
     "stages",

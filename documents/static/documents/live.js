@@ -16,6 +16,9 @@
   var POLL_MS = 3000;
   var CHECK_MS = 30000;
   var RECONNECT_MAX_MS = 30000;
+  // No unit finished for this long while running: show the worker's heartbeat (re-read this
+  // often), so a slow page does not look frozen.
+  var QUIET_MS = 10000;
   var FINISHED = ["ready", "failed", "cancelled"];
 
   var card = document.getElementById("job");
@@ -28,6 +31,8 @@
   var pollTimer = null;
   var reconnectTimer = null;
   var reconnectDelay = 2000;
+  var lastRead = Date.now(); // when the page last read the status endpoint
+  var heartbeatTimer = null;
 
   // --- helpers ---------------------------------------------------------------------------
 
@@ -99,6 +104,7 @@
     drawActions(status);
     drawSearchable(status);
     drawVersionRow(status);
+    drawHeartbeat();
 
     if (before.state !== status.state) {
       part("announce").textContent = format(words.announce, { state: word(words.states, status.state) });
@@ -154,6 +160,18 @@
     show(part("stopping"), status.cancel_requested);
   }
 
+  function drawHeartbeat() {
+    var element = part("heartbeat");
+    var now = Date.now();
+    var quiet =
+      shown.status === "running" && !!shown.heartbeat_at && now - stamp(shown.updated_at) / 1000 >= QUIET_MS;
+    show(element, quiet);
+    if (!quiet) return;
+    var seconds = Math.max(0, Math.round((now - stamp(shown.heartbeat_at) / 1000) / 1000));
+    element.textContent = format(words.stillWorking, { seconds: seconds });
+    if (now - lastRead >= QUIET_MS) refresh(); // a fresh heartbeat (it raises no event)
+  }
+
   function drawSearchable(status) {
     if (status.status !== "ready" || !status.published_at) return;
     fill(part("searchable-since"), words.searchableSince, {
@@ -193,6 +211,7 @@
   // --- talking to the server -------------------------------------------------------------
 
   function refresh() {
+    lastRead = Date.now();
     return fetch(shown.status_url, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (response) {
         return response.ok ? response.json().then(render) : null;
@@ -262,6 +281,9 @@
     dropped = false;
     clearTimeout(pollTimer);
     clearTimeout(reconnectTimer);
+    clearInterval(heartbeatTimer);
+    heartbeatTimer = null;
+    show(part("heartbeat"), false);
     connection("");
   }
 
@@ -305,6 +327,7 @@
           render(status);
           connect(); // a retried job is active again
           schedulePoll();
+          if (!isFinished(shown) && !heartbeatTimer) heartbeatTimer = setInterval(drawHeartbeat, 1000);
         })
         .catch(function () {
           refused.textContent = words.actionRefused;
@@ -320,5 +343,8 @@
 
   if (!window.EventSource) dropped = true; // no stream at all: poll at the quick pace
   connect();
-  if (!isFinished(shown)) schedulePoll();
+  if (!isFinished(shown)) {
+    schedulePoll();
+    heartbeatTimer = setInterval(drawHeartbeat, 1000);
+  }
 })();
