@@ -34,6 +34,7 @@ from documents.pipeline import KIND
 from jobs.admin.registry import (
     RetryVariant,
     register_retry_variant,
+    register_subject_labels,
     register_subject_links,
     register_tenant_link,
 )
@@ -59,6 +60,26 @@ def job_subject_links(job: Job) -> list[tuple[str, str]]:
 
 
 register_subject_links(KIND, job_subject_links)
+
+
+def job_subject_labels(jobs: list[Job]) -> dict[Any, tuple[str, str]]:
+    """The job list's subject column: the document's title and version, linked to the document."""
+    versions = (
+        DocumentVersion.objects.filter(job__in=jobs)
+        .select_related("document")
+        .only("number", "job_id", "document__title", "document_id")
+    )
+    return {
+        # The version first: a long title is cut at the end of the column, the version stays.
+        v.job_id: (
+            f"v{v.number} · {v.document.title}",
+            reverse("admin:documents_document_change", args=[v.document_id]),
+        )
+        for v in versions
+    }
+
+
+register_subject_labels(KIND, job_subject_labels)
 register_tenant_link(lambda slug: f"{reverse('admin:documents_tenant_changelist')}?{urlencode({'q': slug})}")
 register_retry_variant(
     RetryVariant(
