@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from django.db.models import Q, QuerySet
+from django.db.models.functions import Lower
 
 from documents.models import Document, DocumentVersion, Membership, Tenant
 from documents.pipeline import PIPELINE
@@ -80,13 +81,31 @@ def state_filter(word: str) -> Q:
     return Q(**{f"{prefix}status": word})
 
 
-def documents_of(tenant: Tenant, *, state: str | None = None) -> QuerySet[Document]:
+# The lists' sort orders (pages and API ``ordering``); the default puts recent activity first.
+ORDERINGS: dict[str, tuple[Any, ...]] = {
+    "-last_activity": ("-last_activity_at", "pk"),
+    "last_activity": ("last_activity_at", "pk"),
+    "title": (Lower("title"), "pk"),
+    "-title": (Lower("title").desc(), "pk"),
+    "-created": ("-created_at", "pk"),
+    "created": ("created_at", "pk"),
+}
+DEFAULT_ORDERING = "-last_activity"
+
+
+def documents_of(
+    tenant: Tenant, *, state: str | None = None, q: str = "", ordering: str = DEFAULT_ORDERING
+) -> QuerySet[Document]:
+    """The tenant's documents, optionally in the combined ``state``, whose title contains ``q``,
+    sorted by one of :data:`ORDERINGS`."""
     documents = Document.objects.filter(tenant=tenant, deleted_at=None).select_related(
         "published_version", "latest_version__job"
     )
     if state:
         documents = documents.filter(state_filter(state))
-    return documents.order_by("-created_at", "pk")
+    if q.strip():
+        documents = documents.filter(title__icontains=q.strip())
+    return documents.order_by(*ORDERINGS.get(ordering, ORDERINGS[DEFAULT_ORDERING]))
 
 
 def access_version(tenant: Tenant, document_id: Any, number: Any) -> DocumentVersion | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from documents.selectors import STATE_WORDS
+from documents.selectors import DEFAULT_ORDERING, ORDERINGS, STATE_WORDS
 
 
 class UploadIn(serializers.Serializer[Any]):
@@ -16,6 +16,14 @@ class UploadIn(serializers.Serializer[Any]):
 
 class ListIn(serializers.Serializer[Any]):
     state = serializers.ChoiceField(choices=STATE_WORDS, required=False, help_text="Latest version's state.")
+    q = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, help_text="Part of the title (any case)."
+    )
+    ordering = serializers.ChoiceField(
+        choices=list(ORDERINGS),
+        default=DEFAULT_ORDERING,
+        help_text="last_activity (a new version moves a document up), title or created; '-': descending.",
+    )
 
 
 class SearchIn(serializers.Serializer[Any]):
@@ -90,6 +98,7 @@ class DocumentOut(serializers.Serializer[Any]):
     document_id = serializers.UUIDField()
     title = serializers.CharField()
     created_at = serializers.DateTimeField()
+    last_activity_at = serializers.DateTimeField()
     published_version = serializers.IntegerField(allow_null=True)
     published_at = serializers.DateTimeField(allow_null=True)
     latest_job = JobStatusOut(allow_null=True)

@@ -121,6 +121,7 @@ def document_summary(document: Document) -> dict[str, Any]:
         "document_id": str(document.pk),
         "title": document.title,
         "created_at": document.created_at.isoformat(),
+        "last_activity_at": document.last_activity_at.isoformat(),
         "published_version": published.number if published else None,
         "published_at": published.published_at.isoformat() if published and published.published_at else None,
         "latest_job": job_status(latest) if latest is not None and latest.job is not None else None,
@@ -144,9 +145,11 @@ class DocumentsView(TenantView):
         query = s.ListIn(data=request.query_params)
         query.is_valid(raise_exception=True)
         paginator = Pages()
-        page = paginator.paginate_queryset(
-            documents_of(self.tenant, state=query.validated_data.get("state")), request
+        data = query.validated_data
+        documents = documents_of(
+            self.tenant, state=data.get("state"), q=data.get("q", ""), ordering=data["ordering"]
         )
+        page = paginator.paginate_queryset(documents, request)
         return paginator.get_paginated_response([document_summary(d) for d in page or []])
 
     @extend_schema(

@@ -17,6 +17,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
+from django.utils import timezone
 
 from documents.engines.validation import DocxLimits, UploadRejected, ValidatedUpload, validate_upload
 from documents.models import Document, DocumentVersion, Tenant
@@ -150,7 +151,7 @@ def _create_version(
             if title:
                 Document.objects.filter(pk=document.pk).update(title=title[:300])
         number = document.latest_number + 1
-        Document.objects.filter(pk=document.pk).update(latest_number=number)
+        Document.objects.filter(pk=document.pk).update(latest_number=number, last_activity_at=timezone.now())
         version = DocumentVersion.objects.create(
             document=document,
             number=number,
