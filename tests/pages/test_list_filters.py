@@ -63,3 +63,12 @@ def test_pagination_keeps_the_filters(alice: Member, settings, monkeypatch):
     assert next_link is not None
     second = html(alice.client.get(next_link.group(1).replace("&amp;", "&")))
     assert titles(second) == ["Report 2", "Report 3"]
+
+
+def test_the_document_pages_search_box_searches_that_document(alice: Member):
+    result = ready(alice, title="Harbor notes")
+    body = html(alice.client.get(f"/documents/{result.document.pk}/"))
+    form = re.search(r'<form class="search-inline" action="/search" method="get".*?</form>', body, re.S)
+    assert form is not None
+    assert f'<input type="hidden" name="document_ids" value="{result.document.pk}">' in form.group(0)
+    assert 'placeholder="Search this document"' in form.group(0)
