@@ -26,7 +26,7 @@ from django.utils.translation import gettext_lazy as _lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from documents.engines.validation import UploadRejected
-from documents.forms import UploadForm, rejection_message
+from documents.forms import UploadForm, VersionUploadForm, rejection_message
 from documents.models import Document, DocumentVersion, Tenant
 from documents.search import search
 from documents.selectors import (
@@ -186,7 +186,7 @@ def _upload_forms(request: HttpRequest | None = None) -> dict[str, UploadForm]:
     """The two places a new version can be uploaded from: the failure box (shown when the cause
     says re-upload) and the page's own section; distinct ids, the same data and errors."""
     data = (request.POST, request.FILES) if request is not None else ()
-    return {"reupload": UploadForm(*data, auto_id="reupload_%s"), "version": UploadForm(*data)}
+    return {"reupload": VersionUploadForm(*data, auto_id="reupload_%s"), "version": VersionUploadForm(*data)}
 
 
 def _render_document(

@@ -72,3 +72,12 @@ def test_the_document_pages_search_box_searches_that_document(alice: Member):
     assert form is not None
     assert f'<input type="hidden" name="document_ids" value="{result.document.pk}">' in form.group(0)
     assert 'placeholder="Search this document"' in form.group(0)
+
+
+def test_the_new_version_form_says_what_happens_to_the_title(alice: Member):
+    result = ready(alice, title="Harbor notes")
+    body = html(alice.client.get(f"/documents/{result.document.pk}/"))
+    assert "Optional. Empty keeps the current title; a title given here replaces it." in body
+    assert "The file name is used when empty." not in body
+    alice.upload_version(result, text_pdf(("Second version.",)))
+    assert "Harbor notes" in html(alice.client.get(f"/documents/{result.document.pk}/"))
