@@ -5,12 +5,12 @@ import re
 from django.conf import settings
 from django.urls import URLPattern, path, re_path
 
-from documents import views, views_lifecycle
+from documents import views, views_lifecycle, views_list
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
 urlpatterns: list[URLPattern] = [
-    path("", views.document_list, name="documents"),
+    path("", views_list.document_list, name="documents"),
     path("documents/<str:document_id>/", views.document_detail, name="document"),
     path("documents/<str:document_id>/versions", views.version_upload, name="document-versions"),
     path(f"{JOB}/cancel", views.job_cancel_view, name="job-cancel"),

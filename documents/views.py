@@ -17,12 +17,10 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.staticfiles import finders
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy as _lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from documents.engines.validation import UploadRejected
@@ -30,12 +28,8 @@ from documents.forms import UploadForm, VersionUploadForm, rejection_message
 from documents.models import Document, DocumentVersion, Tenant
 from documents.search import search
 from documents.selectors import (
-    DEFAULT_ORDERING,
-    ORDERINGS,
-    STATE_WORDS,
     access_document,
     access_version_by_job,
-    documents_of,
     job_status,
     tenant_for,
     versions_of,
@@ -47,7 +41,6 @@ from jobs.errors import JobConflict
 from jobs.models import FINISHED, Actor, Status
 from jobs.services.lifecycle import job_cancel, job_retry
 
-DOCUMENTS_PER_PAGE = 50
 SEARCH_RESULTS = 20
 TenantView = Callable[..., HttpResponse]
 
@@ -119,48 +112,6 @@ def _after_upload(request: HttpRequest, result: UploadResult) -> HttpResponseRed
     if result.duplicate:
         messages.info(request, _("This file is identical to the published version: nothing to process."))
     return _see_other(reverse("document", args=[result.document.pk]))
-
-
-# --- documents list ----------------------------------------------------------------------------
-
-ORDERING_LABELS = {
-    "-last_activity": _lazy("Latest activity first"),
-    "title": _lazy("Title, A to Z"),
-    "-title": _lazy("Title, Z to A"),
-    "-created": _lazy("Newest first"),
-    "created": _lazy("Oldest first"),
-}
-
-
-@require_http_methods(["GET", "POST"])
-@tenant_required
-def document_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
-    """Every document of the tenant with its current state; POST uploads a new document."""
-    form, http_status = UploadForm(), 200
-    if request.method == "POST":
-        form = UploadForm(request.POST, request.FILES)
-        result, http_status = _upload(request, tenant, [form])
-        if result is not None:
-            return _after_upload(request, result)
-    # Filters, sort and title search from the query string; unknown values fall back quietly.
-    state = request.GET.get("state", "")
-    state = state if state in STATE_WORDS else ""
-    ordering = request.GET.get("ordering", DEFAULT_ORDERING)
-    ordering = ordering if ordering in ORDERINGS else DEFAULT_ORDERING
-    q = request.GET.get("q", "")[:200]
-    documents = documents_of(tenant, state=state or None, q=q, ordering=ordering)
-    page = Paginator(documents, DOCUMENTS_PER_PAGE).get_page(request.GET.get("page"))
-    rows = [{"document": d, "status": _status_of(d.latest_version)} for d in page]
-    context = {
-        "page": page,
-        "rows": rows,
-        "form": form,
-        "filters": {"state": state, "ordering": ordering, "q": q},
-        "states": STATE_WORDS,
-        "orderings": ORDERING_LABELS,
-        "filtered": bool(state or q.strip()),
-    }
-    return render(request, "documents/list.html", context, status=http_status)
 
 
 # --- one document ------------------------------------------------------------------------------
