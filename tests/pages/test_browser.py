@@ -130,8 +130,10 @@ def test_an_upload_goes_live_to_searchable_without_a_reload(page, platform, alic
     expect(field(page, "connection")).to_be_hidden()  # finished: the stream is closed
     screenshot(page, "document-ready")
 
-    page.get_by_label("Search your documents").fill("cobalt harbor")
-    page.get_by_label("Search your documents").press("Enter")
+    # The page's box searches this document (document_ids rides along to /search).
+    page.get_by_label("Search this document").fill("cobalt harbor")
+    page.get_by_label("Search this document").press("Enter")
+    assert "document_ids=" in page.url
     expect(page.locator(".result h3")).to_have_text("Scanned minutes")
     expect(page.locator(".snippet mark").first).to_have_text(re.compile("cobalt", re.IGNORECASE))
 
