@@ -180,6 +180,8 @@ LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
+# The admin's dates: one format per locale with the zone named (config/formats/<lang>/).
+FORMAT_MODULE_PATH = ["config.formats"]
 USE_I18N = True
 USE_TZ = True
 
@@ -242,6 +244,8 @@ SPECTACULAR_SETTINGS = {
         if env_bool("API_SCHEMA_PUBLIC", False)
         else "rest_framework.permissions.IsAuthenticated"
     ],
+    # Both trailing-slash forms are served (documents/api/urls.py); the schema lists each once.
+    "PREPROCESSING_HOOKS": ["documents.api.schema.drop_slash_twins"],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "documents.api.schema.add_event_stream",

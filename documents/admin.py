@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
@@ -43,10 +43,11 @@ from documents.services.attributes import (
 from jobs.admin.registry import (
     RetryVariant,
     register_retry_variant,
+    register_subject_labels,
     register_subject_links,
     register_tenant_link,
 )
-from jobs.models import LEASED, Job, Status
+from jobs.models import LEASED, Actor, Job, Status
 
 # --- contributions to the jobs console ------------------------------------------------------
 
@@ -68,6 +69,26 @@ def job_subject_links(job: Job) -> list[tuple[str, str]]:
 
 
 register_subject_links(KIND, job_subject_links)
+
+
+def job_subject_labels(jobs: list[Job]) -> dict[Any, tuple[str, str]]:
+    """The job list's subject column: the document's title and version, linked to the document."""
+    versions = (
+        DocumentVersion.objects.filter(job__in=jobs)
+        .select_related("document")
+        .only("number", "job_id", "document__title", "document_id")
+    )
+    return {
+        # The version first: a long title is cut at the end of the column, the version stays.
+        v.job_id: (
+            f"v{v.number} · {v.document.title}",
+            reverse("admin:documents_document_change", args=[v.document_id]),
+        )
+        for v in versions
+    }
+
+
+register_subject_labels(KIND, job_subject_labels)
 register_tenant_link(lambda slug: f"{reverse('admin:documents_tenant_changelist')}?{urlencode({'q': slug})}")
 register_retry_variant(
     RetryVariant(
@@ -243,7 +264,7 @@ class DocumentAdmin(ReadOnlyAdmin):
     list_select_related = ("tenant", "published_version")
     search_fields = ("=id", "title", "tenant__slug")
     inlines = (VersionInline,)
-    actions = ("delete_with_cleanup",)
+    actions = ("delete_with_cleanup", "process_again")
     fields = (
         "title",
         "attributes",
@@ -265,6 +286,38 @@ class DocumentAdmin(ReadOnlyAdmin):
         document_update(
             document=obj, title=form.cleaned_data["title"], attributes=form.cleaned_data["attributes"]
         )
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        # The same power as the routine job actions ("operate" in jobs/rules.py).
+        return bool(request.user.has_perm("jobs.change_job"))
+
+    @admin.action(
+        description="Process the latest version again from its stored file (cancelled or failed only)",
+        permissions=["operate"],
+    )
+    def process_again(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        from documents.services.again import version_process_again
+        from documents.services.upload import UploadRejected
+        from jobs.errors import JobConflict
+
+        started: list[str] = []
+        refused: list[str] = []
+        for document in queryset.filter(deleted_at=None).select_related("latest_version__document__tenant"):
+            version = document.latest_version
+            if version is None:
+                refused.append(f"“{document.title}”: it has no version.")
+                continue
+            try:
+                result = version_process_again(version=version, user=request.user, actor=Actor.OPERATOR)
+            except (JobConflict, UploadRejected) as why:
+                refused.append(f"“{document.title}”: {why.message}")
+            else:
+                started.append(f"“{document.title}” as v{result.version.number}")
+        if started:
+            self.message_user(request, "Processing again (a new version each): " + ", ".join(started) + ".")
+        if refused:
+            lead = "These were not processed again" if started else "None was processed again"
+            self.message_user(request, f"{lead}: " + " ".join(refused), level=messages.WARNING)
 
     def has_lifecycle_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("documents.delete_document"))

@@ -11,11 +11,13 @@ class DocumentsConfig(AppConfig):
         from documents import pipeline
         from documents.audit import LEFTOVERS
         from documents.engines.ocr import tesseract_leftover_age
+        from documents.services.again import PROCESS_AGAIN
         from documents.services.delete import deletions_sweep
         from documents.services.quotas import tenant_quota
         from documents.webhook_delivery import webhook_messages_sweep
         from jobs.audit import register_check
         from jobs.quotas import register_provider
+        from jobs.rules import register_action
         from jobs.scratch import register_leftover
         from jobs.services.reaper import register_sweep
 
@@ -29,6 +31,9 @@ class DocumentsConfig(AppConfig):
         connection_created.connect(sqlite_vec.on_connection_created, dispatch_uid="documents.sqlite_vec")
         post_migrate.connect(schema.on_post_migrate, sender=self, dispatch_uid="documents.lexical_index")
         register_provider(tenant_quota)
+        # "Process again" (a cancelled or failed version's bytes, a new version and job) is
+        # answered by the engine's one action table like every other action.
+        register_action(PROCESS_AGAIN)
         # pytesseract's temp files (image in, text out) of a worker killed mid-page.
         register_leftover("tess_*", tesseract_leftover_age)
         # Lifecycle: the reaper finishes deletes whose cleanup died; check_jobs audits leftovers.

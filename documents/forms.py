@@ -33,6 +33,17 @@ class UploadForm(forms.Form):
         ) % {"limit": filesizeformat(settings.DOCUMENTS_MAX_UPLOAD_BYTES)}
 
 
+class VersionUploadForm(UploadForm):
+    """A new version of a document: an empty title keeps the document's title (the upload
+    service changes it only when one is given)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["title"].help_text = _(
+            "Optional. Empty keeps the current title; a title given here replaces it."
+        )
+
+
 # The fixed messages of documents/engines/validation.py, so that makemessages collects them:
 # a refusal is shown through gettext(message), which falls back to the service's own English
 # text when a message changes and its translation has not caught up yet.

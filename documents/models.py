@@ -65,11 +65,15 @@ class Document(models.Model):
     # Typed attributes for search filters (jsonb on PostgreSQL); written only through
     # documents.services.attributes, which enforces documents.attributes' rules.
     attributes = models.JSONField(default=dict, blank=True)
+    # When a version was last added (upload, process again): the lists' default order, so a
+    # document with a new version moves up.
+    last_activity_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["tenant", "-created_at"], name="document_tenant_recent"),
+            models.Index(fields=["tenant", "-last_activity_at"], name="document_tenant_activity"),
             # Tombstones awaiting cleanup: few, read by the leftovers audit.
             models.Index(
                 fields=["deleted_at"], condition=models.Q(deleted_at__isnull=False), name="document_deleted"

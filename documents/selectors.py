@@ -10,9 +10,11 @@ import uuid
 from typing import Any
 
 from django.db.models import Q, QuerySet
+from django.db.models.functions import Lower
 
 from documents.models import Document, DocumentVersion, Membership, Tenant
 from documents.pipeline import PIPELINE
+from jobs import rules
 from jobs.models import Job, Status
 from jobs.selectors import JobView, job_view
 
@@ -79,13 +81,43 @@ def state_filter(word: str) -> Q:
     return Q(**{f"{prefix}status": word})
 
 
-def documents_of(tenant: Tenant, *, state: str | None = None) -> QuerySet[Document]:
+# The lists' sort orders (pages and API ``ordering``); the default puts recent activity first.
+ORDERINGS: dict[str, tuple[Any, ...]] = {
+    "-last_activity": ("-last_activity_at", "pk"),
+    "last_activity": ("last_activity_at", "pk"),
+    "title": (Lower("title"), "pk"),
+    "-title": (Lower("title").desc(), "pk"),
+    "-created": ("-created_at", "pk"),
+    "created": ("created_at", "pk"),
+}
+DEFAULT_ORDERING = "-last_activity"
+
+
+def documents_of(
+    tenant: Tenant, *, state: str | None = None, q: str = "", ordering: str = DEFAULT_ORDERING
+) -> QuerySet[Document]:
+    """The tenant's documents, optionally in the combined ``state``, whose title contains ``q``,
+    sorted by one of :data:`ORDERINGS`."""
     documents = Document.objects.filter(tenant=tenant, deleted_at=None).select_related(
         "published_version", "latest_version__job"
     )
     if state:
         documents = documents.filter(state_filter(state))
-    return documents.order_by("-created_at", "pk")
+    if q.strip():
+        documents = documents.filter(title__icontains=q.strip())
+    return documents.order_by(*ORDERINGS.get(ordering, ORDERINGS[DEFAULT_ORDERING]))
+
+
+def access_version(tenant: Tenant, document_id: Any, number: Any) -> DocumentVersion | None:
+    """Version ``number`` of the tenant's document ``document_id`` (not deleted)."""
+    doc_pk = _uuid(document_id)
+    if doc_pk is None or not str(number).isdigit():
+        return None
+    found = DocumentVersion.objects.select_related("job", "document__tenant").filter(
+        document__tenant=tenant, document_id=doc_pk, number=int(number), deleted_at=None
+    )
+    found = found.filter(document__deleted_at=None)
+    return next(iter(found.order_by()[:1]), None)
 
 
 def versions_of(document: Document) -> QuerySet[DocumentVersion]:
@@ -115,9 +147,12 @@ def job_status(version: DocumentVersion, job: Job | None = None) -> dict[str, An
         "attempt": view.attempt,
         "can_cancel": view.can_cancel,
         "can_retry": view.can_retry,
+        # A new version from this one's stored bytes (documents/services/again.py).
+        "can_process_again": rules.allowed("process_again", job),
         "cancel_requested": view.cancel_requested,
         "updated_at": view.updated_at.isoformat(),
         "finished_at": view.finished_at.isoformat() if view.finished_at else None,
+        "heartbeat_at": view.heartbeat_at.isoformat() if view.heartbeat_at else None,
         "published_at": version.published_at.isoformat() if version.published_at else None,
         "error": view.error,
         "stages": [{"name": s.name, "label": s.label, "state": s.state} for s in view.stages],

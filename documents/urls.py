@@ -5,16 +5,21 @@ import re
 from django.conf import settings
 from django.urls import URLPattern, path, re_path
 
-from documents import views, views_lifecycle
+from documents import views, views_lifecycle, views_list
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
 urlpatterns: list[URLPattern] = [
-    path("", views.document_list, name="documents"),
+    path("", views_list.document_list, name="documents"),
     path("documents/<str:document_id>/", views.document_detail, name="document"),
     path("documents/<str:document_id>/versions", views.version_upload, name="document-versions"),
     path(f"{JOB}/cancel", views.job_cancel_view, name="job-cancel"),
     path(f"{JOB}/retry", views.job_retry_view, name="job-retry"),
+    path(
+        "documents/<str:document_id>/versions/<int:number>/process-again",
+        views_lifecycle.version_process_again_view,
+        name="version-process-again",
+    ),
     path("search", views.search_page, name="search"),
     path("documents/<str:document_id>/delete", views_lifecycle.document_delete_view, name="document-delete"),
 ]

@@ -20,7 +20,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.staticfiles import finders
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -28,7 +27,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from documents.engines.validation import UploadRejected
-from documents.forms import UploadForm, rejection_message
+from documents.forms import UploadForm, VersionUploadForm, rejection_message
 from documents.models import Document, DocumentVersion, Tenant
 from documents.retrieval.filters import FilterError, parse_filter_json
 from documents.search import MODES as SEARCH_MODES
@@ -36,7 +35,6 @@ from documents.search import SearchUnavailable, search
 from documents.selectors import (
     access_document,
     access_version_by_job,
-    documents_of,
     job_status,
     tenant_for,
     versions_of,
@@ -48,7 +46,6 @@ from jobs.errors import JobConflict
 from jobs.models import FINISHED, Actor, Status
 from jobs.services.lifecycle import job_cancel, job_retry
 
-DOCUMENTS_PER_PAGE = 50
 SEARCH_RESULTS = 20
 TenantView = Callable[..., HttpResponse]
 
@@ -122,25 +119,6 @@ def _after_upload(request: HttpRequest, result: UploadResult) -> HttpResponseRed
     return _see_other(reverse("document", args=[result.document.pk]))
 
 
-# --- documents list ----------------------------------------------------------------------------
-
-
-@require_http_methods(["GET", "POST"])
-@tenant_required
-def document_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
-    """Every document of the tenant with its current state; POST uploads a new document."""
-    form, http_status = UploadForm(), 200
-    if request.method == "POST":
-        form = UploadForm(request.POST, request.FILES)
-        result, http_status = _upload(request, tenant, [form])
-        if result is not None:
-            return _after_upload(request, result)
-    page = Paginator(documents_of(tenant), DOCUMENTS_PER_PAGE).get_page(request.GET.get("page"))
-    rows = [{"document": d, "status": _status_of(d.latest_version)} for d in page]
-    context = {"page": page, "rows": rows, "form": form}
-    return render(request, "documents/list.html", context, status=http_status)
-
-
 # --- one document ------------------------------------------------------------------------------
 
 
@@ -164,7 +142,7 @@ def _upload_forms(request: HttpRequest | None = None) -> dict[str, UploadForm]:
     """The two places a new version can be uploaded from: the failure box (shown when the cause
     says re-upload) and the page's own section; distinct ids, the same data and errors."""
     data = (request.POST, request.FILES) if request is not None else ()
-    return {"reupload": UploadForm(*data, auto_id="reupload_%s"), "version": UploadForm(*data)}
+    return {"reupload": VersionUploadForm(*data, auto_id="reupload_%s"), "version": VersionUploadForm(*data)}
 
 
 def _render_document(
@@ -216,7 +194,14 @@ def version_upload(request: HttpRequest, tenant: Tenant, document_id: str) -> Ht
 @require_POST
 @tenant_required
 def job_cancel_view(request: HttpRequest, tenant: Tenant, document_id: str, job_id: str) -> HttpResponse:
-    """Cancel the job (without JavaScript; the page's script posts to the API instead)."""
+    """Cancel the job (without JavaScript; the page's script posts to the API instead). The
+    first post, without ``confirm=yes``, answers with a confirmation page."""
+    if request.POST.get("confirm") != "yes":
+        version = access_version_by_job(tenant, document_id, job_id)
+        if version is None:
+            raise Http404
+        context = {"document": version.document, "version": version, "job_id": job_id}
+        return render(request, "documents/cancel_confirm.html", context)
     return _job_action(
         request,
         tenant,

@@ -14,3 +14,9 @@ class JobsConfig(AppConfig):
         # and deployments (or the test suite's worker processes) may name extra modules.
         for module in settings.JOBS_PIPELINE_MODULES:
             import_module(module)
+        # Each q2 worker process writes an idle heartbeat, so idle workers count as live.
+        from django_q.signals import post_spawn
+
+        from jobs.workers import start_idle_heartbeat
+
+        post_spawn.connect(start_idle_heartbeat, dispatch_uid="jobs.worker_beat")

@@ -38,6 +38,7 @@ class StageContext:
         self.checkpoint: dict[str, Any] = dict(claim.job.checkpoint or {})
         self.hints: dict[str, Any] = dict(claim.job.hints or {})
         self.skipped = False
+        self.skip_next: set[str] = set()
         self.cancel_requested = threading.Event()
         self.lease_lost = threading.Event()
         self.timed_out = threading.Event()
@@ -153,6 +154,12 @@ class StageContext:
     def skip(self) -> None:
         """Mark this stage as skipped (nothing to do); it counts as done for progress."""
         self.skipped = True
+
+    def skip_following(self, *names: str) -> None:
+        """Pass over the named stages that directly follow this one: this handler found they have
+        nothing to do. The job moves past them in the transition that ends this stage, so they
+        never show as running; they count as skipped."""
+        self.skip_next.update(names)
 
     def close(self) -> None:
         if self._temp_dir is not None:

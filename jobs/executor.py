@@ -159,10 +159,13 @@ def run_stage(claim: Claim, *, exit_when_stuck: bool = False) -> Claim | None:
         if not ctx.timed_out.is_set():  # else the watchdog already recorded the timeout
             _fail(claim, error)
         return None
-    nxt = pipeline.next_stage(stage.name)
+    nxt, _passed = pipeline.stages_to_pass(stage.name, ctx.skip_next)
     try:
         return job_complete_stage(
-            claim=claim, skipped=ctx.skipped, continue_inline=nxt is not None and nxt.pool == stage.pool
+            claim=claim,
+            skipped=ctx.skipped,
+            continue_inline=nxt is not None and nxt.pool == stage.pool,
+            skip_next=ctx.skip_next,
         )
     except JobConflict:
         _settle_conflict(claim)

@@ -27,8 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.conf import settings
-from django.db.models import Count, Max, Min, Q
+from django.db.models import Count, Min, Q
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
@@ -368,16 +367,10 @@ def tenant_loads(limit: int | None = None) -> tuple[list[TenantLoad], TenantLoad
 
 
 def live_workers(now: datetime) -> list[LiveWorker]:
-    """Workers that sent a heartbeat within the last lease period (a range of job_health_heartbeat)."""
-    since = now - timedelta(seconds=float(settings.JOBS_LEASE_SECONDS))
-    rows = (
-        Job.objects.filter(heartbeat_at__gte=since)
-        .exclude(worker_name="")
-        .values("worker_name")
-        .annotate(last=Max("heartbeat_at"), running=Count("id", filter=Q(status__in=LEASED)))
-        .order_by("worker_name")
-    )
-    return [LiveWorker(r["worker_name"], r["last"], r["running"]) for r in rows]
+    """Live workers, idle or busy: each worker's idle heartbeat (``jobs/workers.py``)."""
+    from jobs import workers
+
+    return [LiveWorker(w.name, w.last_heartbeat, w.running) for w in workers.live_workers(now)]
 
 
 def throughput(now: datetime, hours: int = 24) -> list[Bucket]:

@@ -590,3 +590,18 @@ class TimingBucket(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}/{self.stage} {self.metric} {self.hour:%Y-%m-%d %H}h #{self.bucket}: {self.count}"
+
+
+class WorkerBeat(models.Model):
+    """A worker process's idle heartbeat (``jobs/workers.py``): written every
+    ``JOBS_HEARTBEAT_SECONDS`` whether or not the worker holds a job, so the health page can tell
+    an idle live worker from a dead one. One row per process (``host:pid``)."""
+
+    name = models.CharField(max_length=200, primary_key=True)
+    host = models.CharField(max_length=200)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField(default=timezone.now)
+    beat_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return self.name

@@ -13,7 +13,7 @@ causes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +97,16 @@ class Pipeline:
     def next_stage(self, stage_name: str) -> Stage | None:
         i = self.index(stage_name) + 1
         return self.stages[i] if i < len(self.stages) else None
+
+    def stages_to_pass(self, stage_name: str, skip: Collection[str]) -> tuple[Stage | None, list[str]]:
+        """The stage a job moves to after ``stage_name`` when the stages named in ``skip`` that
+        directly follow it are passed over (never the last stage: publishing stays where it is),
+        and the names passed over."""
+        nxt, passed = self.next_stage(stage_name), []
+        while nxt is not None and nxt.name in skip and self.next_stage(nxt.name) is not None:
+            passed.append(nxt.name)
+            nxt = self.next_stage(nxt.name)
+        return nxt, passed
 
     def state_word(self, status: str, stage_name: str) -> str:
         """The combined word users know: the stage while running, ``<stage>_failed`` words when

@@ -32,14 +32,15 @@ def overall(
     return round(min(CAP_BEFORE_READY, 100.0 * finished / whole), 2)
 
 
-def displayed(progress: float, *, total: int | None, ready: bool) -> float | None:
+def displayed(progress: float, *, total: int | None, ready: bool, stopped: bool = False) -> float | None:
     """The number a user may be shown, or ``None`` when there is no honest number.
 
-    A number is honest when the job is ready or when the current stage reports a real total;
-    otherwise the user sees "stage 3 of 5" and the time of the last update.
+    A number is honest when the job is ready, when it stopped (failed or cancelled: how far it
+    got, which no longer moves) or when the current stage reports a real total; otherwise the
+    user sees "stage 3 of 5" and the time of the last update.
     """
     if ready:
         return 100.0
-    if total is not None and total > 0:
+    if stopped or (total is not None and total > 0):
         return progress
     return None

@@ -36,7 +36,9 @@ class Action:
     """``allowed_from`` the statuses where the action may apply; ``refusals`` the reason per
     other status (``{state}`` is the job's combined word), ``otherwise`` for the rest;
     ``condition`` a further check returning a reason or ``None``; ``permission`` the operator
-    power it needs in the admin (``None``: any member of the job's tenant, as a user)."""
+    power it needs in the admin (``None``: any member of the job's tenant, as a user);
+    ``new_run`` marks an action that leaves this job as it is and starts a new job for its
+    subject (so no transition of this job's state graph stands behind it)."""
 
     name: str
     allowed_from: frozenset[str]
@@ -44,6 +46,7 @@ class Action:
     refusals: Mapping[str, str] = field(default_factory=dict)
     condition: Condition | None = None
     permission: str | None = None
+    new_run: bool = False
 
     def refusal(self, job: Job) -> str | None:
         """``None`` when the action applies to ``job`` now, otherwise the user-safe reason."""
@@ -121,6 +124,7 @@ _ACTIONS: dict[str, Action] = {}
 
 
 def register_action(action: Action) -> Action:
+    """Add (or replace, by name) an action of an app that owns a job kind."""
     _ACTIONS[action.name] = action
     return action
 

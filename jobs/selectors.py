@@ -8,7 +8,7 @@ from typing import Any
 
 from jobs import pipelines, rules
 from jobs.errors import get_cause
-from jobs.models import FINISHED, Job, Status
+from jobs.models import FINISHED, LEASED, Job, Status
 from jobs.progress import displayed
 
 
@@ -39,6 +39,7 @@ class JobView:
     updated_at: datetime
     finished_at: datetime | None
     error: dict[str, Any] | None
+    heartbeat_at: datetime | None
     finished: bool
     stages: list[StageView] = field(default_factory=list)
 
@@ -85,7 +86,12 @@ def job_view(job: Job) -> JobView:
         state=job.state_word(),
         stage_index=pipeline.index(job.stage) + 1,
         stage_count=len(pipeline.stages),
-        progress=displayed(job.progress, total=job.total, ready=job.status == Status.READY),
+        progress=displayed(
+            job.progress,
+            total=job.total,
+            ready=job.status == Status.READY,
+            stopped=job.status in (Status.FAILED, Status.CANCELLED),
+        ),
         processed=job.processed,
         total=job.total,
         unit=stage.unit,
@@ -96,6 +102,9 @@ def job_view(job: Job) -> JobView:
         updated_at=job.updated_at,
         finished_at=job.finished_at,
         error=error,
+        # The worker's last sign of life (every few seconds while it holds the job), for a
+        # "still working" line when no unit finished lately; None when no worker holds it.
+        heartbeat_at=job.heartbeat_at if job.status in LEASED else None,
         finished=job.status in FINISHED,
         stages=stage_states(job),
     )

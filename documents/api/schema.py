@@ -1,10 +1,25 @@
-"""OpenAPI additions drf-spectacular cannot infer: the async Server-Sent Events route."""
+"""OpenAPI additions drf-spectacular cannot infer: the async Server-Sent Events route; and each
+route listed once although both trailing-slash forms are served."""
 
 from __future__ import annotations
 
 from typing import Any
 
 EVENTS_PATH = "/api/documents/{document_id}/jobs/{job_id}/events"
+
+
+def drop_slash_twins(endpoints: list[Any], **_kwargs: Any) -> list[Any]:
+    """Preprocessing hook: keep the first of two endpoints that differ only by a trailing slash
+    (the canonical form comes first in ``documents/api/urls.py``; its twin is appended)."""
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for endpoint in endpoints:
+        path, _regex, method = endpoint[0], endpoint[1], endpoint[2]
+        key = (path.rstrip("/"), method)
+        if key not in seen:
+            seen.add(key)
+            kept.append(endpoint)
+    return kept
 
 
 def add_event_stream(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:

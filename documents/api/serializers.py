@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from documents.attributes import KEY_PATTERN, MAX_ATTRIBUTES, MAX_STRING_LENGTH
-from documents.selectors import STATE_WORDS
+from documents.selectors import DEFAULT_ORDERING, ORDERINGS, STATE_WORDS
 
 ATTRIBUTES_HELP = (
     f"Up to {MAX_ATTRIBUTES} typed attributes for search filters: names match {KEY_PATTERN}; "
@@ -55,6 +55,14 @@ class DocumentPatchIn(serializers.Serializer[Any]):
 
 class ListIn(serializers.Serializer[Any]):
     state = serializers.ChoiceField(choices=STATE_WORDS, required=False, help_text="Latest version's state.")
+    q = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, help_text="Part of the title (any case)."
+    )
+    ordering = serializers.ChoiceField(
+        choices=list(ORDERINGS),
+        default=DEFAULT_ORDERING,
+        help_text="last_activity (a new version moves a document up), title or created; '-': descending.",
+    )
 
 
 SEARCH_MODES = ["hybrid", "semantic", "lexical"]
@@ -115,9 +123,11 @@ class JobStatusOut(serializers.Serializer[Any]):
     attempt = serializers.IntegerField()
     can_cancel = serializers.BooleanField()
     can_retry = serializers.BooleanField()
+    can_process_again = serializers.BooleanField()
     cancel_requested = serializers.BooleanField()
     updated_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
+    heartbeat_at = serializers.DateTimeField(allow_null=True)
     published_at = serializers.DateTimeField(allow_null=True)
     error = ErrorOut(allow_null=True)
     stages = StageOut(many=True)
@@ -151,6 +161,7 @@ class DocumentOut(serializers.Serializer[Any]):
     title = serializers.CharField()
     attributes = AttributesField(help_text=ATTRIBUTES_HELP)
     created_at = serializers.DateTimeField()
+    last_activity_at = serializers.DateTimeField()
     published_version = serializers.IntegerField(allow_null=True)
     published_at = serializers.DateTimeField(allow_null=True)
     latest_job = JobStatusOut(allow_null=True)

@@ -1,4 +1,7 @@
-from django.urls import path, re_path
+from collections.abc import Sequence
+
+from django.urls import URLPattern, URLResolver, path, re_path
+from django.urls.resolvers import RoutePattern
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from documents.api import batches, sse, views, webhooks
@@ -16,6 +19,11 @@ urlpatterns = [
         views.VersionView.as_view(),
         name="api-version",
     ),
+    re_path(
+        r"^documents/(?P<document_id>[^/]+)/versions/(?P<number>[0-9]+)/process-again/?$",
+        views.VersionProcessAgainView.as_view(),
+        name="api-version-process-again",
+    ),
     path(JOB, views.JobView.as_view(), name="api-job"),
     path(f"{JOB}/cancel", views.JobCancelView.as_view(), name="api-job-cancel"),
     path(f"{JOB}/retry", views.JobRetryView.as_view(), name="api-job-retry"),
@@ -31,3 +39,22 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]
+
+
+def _slash_twins(patterns: Sequence[URLPattern | URLResolver]) -> list[URLPattern]:
+    """Each ``path()`` route again with the other trailing-slash form (DESIGN "Routes": both
+    forms are accepted, without a redirect, which would drop a POST's method and body). The
+    schema lists each route once (``documents.api.schema.drop_slash_twins``)."""
+    routes = {str(p.pattern) for p in patterns}
+    twins = []
+    for pattern in patterns:
+        if not isinstance(pattern, URLPattern) or not isinstance(pattern.pattern, RoutePattern):
+            continue  # re_path routes here already accept both forms (``/?$``)
+        route = str(pattern.pattern)
+        twin = route[:-1] if route.endswith("/") else f"{route}/"
+        if twin not in routes:
+            twins.append(path(twin, pattern.callback, pattern.default_args))
+    return twins
+
+
+urlpatterns += _slash_twins(urlpatterns)

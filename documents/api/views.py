@@ -22,12 +22,14 @@ from documents.retrieval.filters import Filter, parse_filter
 from documents.search import SearchHit, SearchUnavailable, search
 from documents.selectors import (
     access_document,
+    access_version,
     access_version_by_job,
     documents_of,
     job_status,
     tenant_for,
     versions_of,
 )
+from documents.services.again import version_process_again
 from documents.services.attributes import (
     DocumentInputError,
     attributes_from_json,
@@ -134,6 +136,7 @@ def document_summary(document: Document) -> dict[str, Any]:
         "title": document.title,
         "attributes": document.attributes,
         "created_at": document.created_at.isoformat(),
+        "last_activity_at": document.last_activity_at.isoformat(),
         "published_version": published.number if published else None,
         "published_at": published.published_at.isoformat() if published and published.published_at else None,
         "latest_job": job_status(latest) if latest is not None and latest.job is not None else None,
@@ -157,9 +160,11 @@ class DocumentsView(TenantView):
         query = s.ListIn(data=request.query_params)
         query.is_valid(raise_exception=True)
         paginator = Pages()
-        page = paginator.paginate_queryset(
-            documents_of(self.tenant, state=query.validated_data.get("state")), request
+        data = query.validated_data
+        documents = documents_of(
+            self.tenant, state=data.get("state"), q=data.get("q", ""), ordering=data["ordering"]
         )
+        page = paginator.paginate_queryset(documents, request)
         return paginator.get_paginated_response([document_summary(d) for d in page or []])
 
     @extend_schema(
@@ -300,6 +305,22 @@ class JobRetryView(TenantView):
         version = self.version(document_id, job_id)
         job = job_retry(job_id=job_id, actor=Actor.USER, actor_name=request.user.get_username())
         return Response(job_status(version, job), status=status.HTTP_202_ACCEPTED)
+
+
+class VersionProcessAgainView(TenantView):
+    """A cancelled or failed version's stored bytes become the next version, with a new job."""
+
+    @extend_schema(
+        request=None,
+        responses={201: s.JobStatusOut, 429: _error("The workspace's queue is full"), **ACTION_ERRORS},
+    )
+    def post(self, request: Request, document_id: str, number: str) -> Response:
+        version = access_version(self.tenant, document_id, number)
+        if version is None:
+            raise ApiError(404, "not_found", "Not found.")
+        result = version_process_again(version=version, user=request.user)
+        assert result.job is not None
+        return Response(job_status(result.version, result.job), status=status.HTTP_201_CREATED)
 
 
 class SearchView(TenantView):

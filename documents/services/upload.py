@@ -17,16 +17,19 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
+from django.utils import timezone
 
 from documents.engines.validation import DocxLimits, UploadRejected, ValidatedUpload, validate_upload
 from documents.models import Document, DocumentVersion, Tenant
 from documents.pipeline import KIND
 from documents.services.attributes import check_attributes
+from jobs.errors import TransitionRefused
 from jobs.models import Actor, Job
 from jobs.quotas import QueueFull, check_queue
 from jobs.services.lifecycle import job_create
 
 QUOTA_EXCEEDED = "quota_exceeded"
+NOT_LATEST = "A newer version of this document exists: only the latest version can be processed again."
 
 
 class QuotaExceeded(UploadRejected):
@@ -134,7 +137,12 @@ def _create_version(
     attributes: dict[str, Any] | None,
     user: AbstractBaseUser | AnonymousUser | None,
     document: Document | None,
+    *,
+    again_from: DocumentVersion | None = None,
+    actor: Actor = Actor.USER,
 ) -> UploadResult:
+    """The version row and its job in one transaction; with ``again_from`` (process again) only
+    while that version is still the document's latest, so two clicks make one new version."""
     owner = user if isinstance(user, get_user_model()) else None
     with transaction.atomic():
         if document is None:
@@ -149,12 +157,14 @@ def _create_version(
             document = Document.objects.select_for_update().get(pk=document.pk)
             if document.deleted_at is not None:
                 raise DocumentDeleted()  # deleted while this upload was checked
+            if again_from is not None and document.latest_version_id != again_from.pk:
+                raise TransitionRefused(NOT_LATEST, job_id=again_from.job_id)
             if title:
                 Document.objects.filter(pk=document.pk).update(title=title[:300])
             if attributes is not None:
                 Document.objects.filter(pk=document.pk).update(attributes=attributes)
         number = document.latest_number + 1
-        Document.objects.filter(pk=document.pk).update(latest_number=number)
+        Document.objects.filter(pk=document.pk).update(latest_number=number, last_activity_at=timezone.now())
         version = DocumentVersion.objects.create(
             document=document,
             number=number,
@@ -174,8 +184,9 @@ def _create_version(
                 subject_id=str(document.pk),
                 subject_version=number,
                 payload={"version_id": str(version.pk), "document_id": str(document.pk)},
-                actor=Actor.USER,
+                actor=actor,
                 actor_name=_username(user),
+                reason=f"processing v{again_from.number} again" if again_from is not None else "uploaded",
             )
         except QueueFull as full:  # another upload took the last place since the early check
             raise QuotaExceeded(full.limit) from full

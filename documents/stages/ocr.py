@@ -1,7 +1,9 @@
-"""OCR: only the pages that need it, in batches, with a checkpoint after each batch.
+"""OCR: only the pages that need it, in batches, with a checkpoint after each batch and progress
+after each page (throttled like every progress report), so a slow batch does not look frozen.
 
-Skipped (counting as done) when no page needs OCR. Retry hints from the ``ocr_timeout`` policy
-halve the batch and then switch to the alternative engine.
+Skipped (counting as done) when no page needs OCR: the parse stage already says so, and the job
+passes over OCR without running it; this handler still skips if it is reached anyway. Retry
+hints from the ``ocr_timeout`` policy halve the batch and then switch to the alternative engine.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ def run(ctx: StageContext) -> None:
         while done < len(numbers):
             batch = numbers[done : done + size]
             texts = {}
-            for number in batch:
+            for position, number in enumerate(batch, start=1):
                 ctx.check()
                 image = images(number)
                 if image is None:
@@ -88,7 +90,12 @@ def run(ctx: StageContext) -> None:
                 else:
                     _count_attempt(version, number)
                     texts[number] = engine.recognize(image)
-                ctx.touch()
+                if position < len(batch):
+                    # Pages recognised so far (their text commits with the batch's checkpoint
+                    # below, which also reports the batch's last page).
+                    ctx.progress(done + position, len(numbers))
+                else:
+                    ctx.touch()
             done += len(batch)
             with ctx.write(checkpoint={"done": done, "engine": engine_name}, done=done, total=len(numbers)):
                 for number, text in texts.items():

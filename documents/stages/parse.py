@@ -43,8 +43,13 @@ def run(ctx: StageContext) -> None:
     if written != total:  # an empty file, or a resume at the end: the stage's end still counts
         ctx.progress(total, total)
     pages_written = Page.objects.filter(version=version)
-    if not pages_written.exclude(text="").exists() and not pages_written.filter(needs_ocr=True).exists():
-        raise StageFailure(EMPTY_INPUT.code, "no page has text and none needs OCR")
+    needs_ocr = pages_written.filter(needs_ocr=True).exists()
+    if not needs_ocr:
+        if not pages_written.exclude(text="").exists():
+            raise StageFailure(EMPTY_INPUT.code, "no page has text and none needs OCR")
+        # Decided here, so the job passes over OCR in the transition that ends parsing: a text
+        # PDF never shows "OCR running" before OCR turns out to have nothing to do.
+        ctx.skip_following("ocr")
 
 
 def _page(item: dict[str, object]) -> ParsedPage:

@@ -200,6 +200,7 @@ def js_catalog() -> dict[str, Any]:
         "searchableSince": str(SEARCHABLE_SINCE),
         "live": str(_("Live")),
         "reconnecting": str(_("Connection lost: checking every few seconds")),
+        "stillWorking": str(_("Still working · last heartbeat %(seconds)s s ago")),
         "actionRefused": str(
             _("That did not work: the job changed in the meantime. Showing its current state.")
         ),

@@ -70,7 +70,11 @@ def tiles(health: Health) -> list[Tile]:
             "of finished attempts",
         ),
         Tile("Failure rate, 24 h", _rate(health.attempts_day.failed, health.attempts_day.finished)),
-        Tile("Live workers", str(len(health.workers)), "heartbeat within one lease period"),
+        Tile(
+            "Live workers",
+            str(len(health.workers)),
+            f"idle or busy; {sum(w.running for w in health.workers)} jobs running",
+        ),
         # Final statuses only grow: counted as jobs that entered them in the window, not in total.
         *(
             Tile(

@@ -29,7 +29,7 @@ from jobs.admin.filters import (
 )
 from jobs.admin.health import health_view
 from jobs.admin.mixins import OperatorActionsMixin
-from jobs.admin.registry import subject_links
+from jobs.admin.registry import subject_labels, subject_links
 from jobs.models import Job, JobEvent, Status
 from jobs.selectors import stage_states
 
@@ -65,19 +65,17 @@ class JobReadOnlyMixin(admin.ModelAdmin):
 
 @admin.register(Job)
 class JobAdmin(JobReadOnlyMixin, OperatorActionsMixin):
+    # Fits at 1400 px beside the sidebar and the filters: stage and attempt live in the status
+    # column, the row version (posted back with actions) in the job column; the change page has
+    # every field in full.
     list_display = (
         "job",
         "status_column",
-        "stage",
         "tenant",
         "subject",
-        "attempt",
         "age",
-        "heartbeat",
         "lease",
         "worker",
-        "error_code",
-        "seen_version",
     )
     list_filter = (
         "status",
@@ -138,23 +136,49 @@ class JobAdmin(JobReadOnlyMixin, OperatorActionsMixin):
 
     @admin.display(description="job", ordering="created_at")
     def job(self, job: Job) -> str:
-        return format_html('<span title="{}">{}</span>', job.pk, display.short_id(job.pk))
+        # The row version rides along (hidden) so an action on a stale page conflicts.
+        return format_html(
+            '<span title="{} · version {}">{}</span><input type="hidden" name="seen_version_{}" value="{}">',
+            job.pk,
+            job.version,
+            display.short_id(job.pk),
+            job.pk,
+            job.version,
+        )
 
-    @admin.display(description="status / state", ordering="status")
+    @admin.display(description="status / stage", ordering="status")
     def status_column(self, job: Job) -> str:
-        """The status, and the state word users see where it says more than the status and the
-        stage columns already do (a stage's failure word)."""
+        """The status, the stage (or the state word users see where it says more, a stage's
+        failure word), the attempt when it is not the first and the error code under it."""
         word = job.state_word()
-        if word in (job.status, job.stage):
-            return status_badge(job)
-        return format_html("{} {}", status_badge(job), word)
+        where = job.stage if word in (job.status, job.stage) else word
+        attempt = f" · attempt {job.attempt}" if job.attempt > 1 else ""
+        if not job.error_code:
+            return format_html("{} {}<small>{}</small>", status_badge(job), where, attempt)
+        return format_html(
+            "{} {}<small>{}</small><br><small>{}</small>", status_badge(job), where, attempt, job.error_code
+        )
 
     @admin.display(description="state")
     def state(self, job: Job) -> str:
         return job.state_word()
 
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        # The subjects' labels for the whole page in one query per kind (the registry), kept on
+        # the page's job objects for the subject column.
+        changelist = super().get_changelist_instance(request)
+        jobs = list(changelist.result_list)
+        labels = subject_labels(jobs)
+        for job in jobs:
+            job.subject_label = labels.get(job.pk)
+        return changelist
+
     @admin.display(description="subject", ordering="subject_id")
     def subject(self, job: Job) -> str:
+        label = getattr(job, "subject_label", None)
+        if label is not None:
+            text, url = label
+            return format_html('<a class="jobs-subject" href="{}" title="{}">{}</a>', url, text, text)
         return format_html('<span title="{}">{}</span>', job.subject_id, display.short_subject(job))
 
     @admin.display(description="age", ordering="-created_at")
@@ -167,13 +191,20 @@ class JobAdmin(JobReadOnlyMixin, OperatorActionsMixin):
 
     @admin.display(description="lease left", ordering="lease_expires_at")
     def lease(self, job: Job) -> str:
-        return display.lease_remaining(job, timezone.now())
+        """Time left on the lease, with the last heartbeat under it (one column: the list fits
+        at common widths; the change page has both in full)."""
+        now = timezone.now()
+        left = display.lease_remaining(job, now)
+        if job.heartbeat_at is None or left == display.DASH:
+            return left
+        return format_html("{}<br><small>beat {}</small>", left, display.since(job.heartbeat_at, now))
 
     @admin.display(description="worker", ordering="worker_name")
     def worker(self, job: Job) -> str:
+        name = job.worker_name or display.DASH
         if job.status == Status.STALLED and job.lost_worker:
-            return f"{job.lost_worker} (lost)"
-        return job.worker_name or display.DASH
+            name = f"{job.lost_worker} (lost)"
+        return format_html('<span class="jobs-worker" title="{}">{}</span>', name, name)
 
     @admin.display(description="payload")
     def payload_pretty(self, job: Job) -> str:

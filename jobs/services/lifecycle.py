@@ -29,6 +29,7 @@ def job_create(
     payload: dict[str, Any] | None = None,
     actor: Actor = Actor.USER,
     actor_name: str = "",
+    reason: str = "uploaded",
 ) -> Job:
     """Create a job for one subject version and enqueue it; its task leaves at commit.
 
@@ -51,7 +52,7 @@ def job_create(
             "enqueue",
             actor=actor,
             actor_name=actor_name,
-            reason="uploaded",
+            reason=reason,
             after_commit=dispatch_if_due,
         )
 

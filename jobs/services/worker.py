@@ -15,7 +15,7 @@ import random
 import socket
 import traceback as tb_module
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
@@ -276,8 +276,16 @@ def _finish_run(claim: Claim, outcome: str, **detail: Any) -> None:
         timing_run_finished(kind=claim.job.kind, run=claim.run, outcome=outcome, at=now)
 
 
-def job_complete_stage(*, claim: Claim, skipped: bool = False, continue_inline: bool = False) -> Claim | None:
+def job_complete_stage(
+    *,
+    claim: Claim,
+    skipped: bool = False,
+    continue_inline: bool = False,
+    skip_next: Collection[str] = (),
+) -> Claim | None:
     """The stage's handler returned: advance to the next stage, or publish at the last.
+    ``skip_next`` names following stages the handler found nothing to do for: the same
+    transition passes over them (recorded as skipped), so they are never shown as running.
 
     With ``continue_inline`` the worker goes on with the next stage itself (``proceed``: one
     compare-and-set, a fresh token) and gets it back, saving a trip through the broker.
@@ -288,7 +296,7 @@ def job_complete_stage(*, claim: Claim, skipped: bool = False, continue_inline: 
     # bumps the version, so the compare-and-set refuses a stale copy instead of acting on it.
     job = claim.job
     pipeline = pipelines.get(job.kind)
-    nxt = pipeline.next_stage(job.stage)
+    nxt, passed = pipeline.stages_to_pass(job.stage, skip_next)
     worker = claim.run.worker_name
     if nxt is None:
         with transaction.atomic():
@@ -306,7 +314,9 @@ def job_complete_stage(*, claim: Claim, skipped: bool = False, continue_inline: 
             dispatch_next_of_tenant(job.tenant)
         return None
     skipped_stages = [*job.skipped_stages, job.stage] if skipped else list(job.skipped_stages)
+    skipped_stages += [name for name in passed if name not in skipped_stages]
     reason = f"{job.stage} skipped" if skipped else f"{job.stage} done"
+    reason += "".join(f"; {name} skipped" for name in passed)
     outcome = StageRun.Outcome.SKIPPED if skipped else StageRun.Outcome.ADVANCED
     progress = pipeline.progress_at(nxt.name)
     with transaction.atomic():

@@ -184,6 +184,7 @@ def test_list_is_paginated_newest_first(alice: Caller):
         "title",
         "attributes",
         "created_at",
+        "last_activity_at",
         "published_version",
         "published_at",
         "latest_job",
@@ -216,6 +217,28 @@ def test_list_filters_by_the_latest_versions_state(alice: Caller):
     assert len(alice.client.get("/api/documents/").json()["results"]) == 3
 
 
+def test_list_searches_titles_sorts_and_a_new_version_moves_a_document_up(alice: Caller):
+    alpha = alice.uploaded(TEXT + b"a", "a.txt", title="Alpha notes")["document_id"]
+    beta = alice.uploaded(TEXT + b"b", "b.txt", title="Beta notes")["document_id"]
+    other = alice.uploaded(TEXT + b"c", "c.txt", title="Lighthouse")["document_id"]
+
+    def ids(**params: str) -> list[str]:
+        response = alice.client.get("/api/documents/", params)
+        assert response.status_code == 200, response.content
+        return [d["document_id"] for d in response.json()["results"]]
+
+    assert ids() == [other, beta, alpha]
+    assert alice.upload(TEXT + b"a2", "a2.txt", document=alpha).status_code == 201
+    assert ids() == [alpha, other, beta]  # last activity first
+    assert ids(ordering="-created") == [other, beta, alpha]
+    assert ids(ordering="title") == [alpha, beta, other]
+    assert ids(ordering="-title", q="NOTES") == [beta, alpha]
+    listed = alice.client.get("/api/documents/", {"q": "light"}).json()["results"]
+    assert [d["document_id"] for d in listed] == [other] and "last_activity_at" in listed[0]
+    error = assert_error(alice.client.get("/api/documents/", {"ordering": "size"}), 400, "invalid")
+    assert "ordering" in error["detail"]
+
+
 def test_list_with_an_unknown_state_is_400(alice: Caller):
     error = assert_error(alice.client.get("/api/documents/", {"state": "bogus"}), 400, "invalid")
     assert "state" in error["detail"]
@@ -236,6 +259,7 @@ def test_detail_shows_the_published_version_the_latest_job_and_every_version(ali
         "title",
         "attributes",
         "created_at",
+        "last_activity_at",
         "published_version",
         "published_at",
         "latest_job",

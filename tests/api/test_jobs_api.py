@@ -115,7 +115,7 @@ def test_status_of_a_job_failed_by_its_input_says_what_to_do(alice: Caller):
     data = alice.client.get(body["status_url"]).json()
 
     assert (data["status"], data["stage"], data["state"]) == ("failed", "parsing", "parse_failed")
-    assert data["progress"] is None
+    assert data["progress"] == 0.0  # how far it got (nothing), not null
     assert data["can_retry"] is False
     assert data["can_cancel"] is False
     assert set(data["error"]) == ERROR_KEYS

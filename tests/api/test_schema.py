@@ -27,6 +27,7 @@ OPERATIONS = [
     ("GET", "/api/search"),
     ("DELETE", "/api/documents/{document_id}/"),
     ("DELETE", "/api/documents/{document_id}/versions/{number}/"),
+    ("POST", "/api/documents/{document_id}/versions/{number}/process-again/"),
     ("POST", "/api/batches/"),
     ("GET", "/api/batches/{batch_id}/"),
     ("POST", "/api/batches/{batch_id}/cancel/"),

@@ -23,6 +23,7 @@ from tests.documents.helpers import (
     top_hit,
     upload,
 )
+from tests.pages.helpers import scanned_pages_pdf
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -110,6 +111,18 @@ def test_a_scanned_pdf_is_ocrd_only_on_its_image_page(tenant):
     assert hit is not None and hit.page_start <= 2 <= hit.page_end
 
 
+def test_ocr_reports_progress_after_each_page_not_only_after_each_batch(tenant, settings):
+    settings.OCR_BATCH_SIZE = 4
+    version = ingest(tenant, scanned_pages_pdf(5), "scan.pdf")
+    job = job_of(version)
+    assert job.status == Status.READY
+    counts = [
+        e.processed for e in JobEvent.objects.filter(job=job, stage="ocr", name="progress").order_by("id")
+    ]
+    # Pages 1-3 inside the first batch of 4 are reported before its checkpoint (page 4).
+    assert [c for c in counts if c is not None and c > 0] == [1, 2, 3, 4, 5], counts
+
+
 def test_html_script_style_and_template_text_is_not_searchable(tenant):
     version = ingest(tenant, files.HTML_PAGE.encode(), "page.html")
     assert job_of(version).status == Status.READY
@@ -134,7 +147,15 @@ def test_a_text_only_pdf_skips_ocr_and_progress_only_rises_to_100_at_ready(tenan
     job = job_of(version)
     assert job.status == Status.READY
     assert job.skipped_stages == ["ocr"]
-    assert StageRun.objects.get(job=job, stage="ocr").outcome == StageRun.Outcome.SKIPPED
+    # Parsing already knew no page needs OCR: the job passed over it in the same transition, so
+    # OCR never ran (no run of it) and never showed as running.
+    assert not StageRun.objects.filter(job=job, stage="ocr").exists()
+    assert not JobEvent.objects.filter(job=job, stage="ocr").exists()
+    passed = JobEvent.objects.get(job=job, reason__startswith="parsing done")
+    assert (passed.stage, passed.reason) == (
+        "chunking",
+        "parsing done; ocr skipped; chunking continued by the same worker",
+    )
     assert not Page.objects.filter(version=version, ocr_attempts__gt=0).exists()
 
     events = list(JobEvent.objects.filter(job=job).order_by("id"))
@@ -145,7 +166,7 @@ def test_a_text_only_pdf_skips_ocr_and_progress_only_rises_to_100_at_ready(tenan
     assert (events[-1].name, events[-1].to_status, events[-1].progress) == ("publish", "ready", 100.0)
     # Stage weights 20/25/15/25/15: the skipped OCR stage counts as done.
     advances = [e.progress for e in events if e.name in ("advance", "proceed")]
-    assert advances == [20.0, 45.0, 60.0, 85.0]
+    assert advances == [45.0, 60.0, 85.0]
 
 
 FAILURES = [

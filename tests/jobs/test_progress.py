@@ -38,3 +38,7 @@ def test_no_number_is_shown_without_a_total():
     assert displayed(45.0, total=None, ready=False) is None
     assert displayed(52.0, total=200, ready=False) == 52.0
     assert displayed(99.0, total=None, ready=True) == 100.0
+
+
+def test_a_stopped_job_keeps_the_progress_it_reached():
+    assert displayed(45.0, total=None, ready=False, stopped=True) == 45.0

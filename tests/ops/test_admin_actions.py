@@ -103,3 +103,14 @@ def test_the_confirmation_page_lists_what_will_happen_to_each_job_before_anythin
     assert page.status_code == 200 and 'name="reason"' in html
     assert "1 of 2" in html and "skipped: The job has already finished (ready)." in html
     assert Job.objects.get(pk=runnable.pk).status == "queued"  # nothing ran yet
+
+
+def test_when_no_selected_job_can_be_changed_the_page_says_so_plainly(senior):
+    from tests.ops.helpers import start_action
+
+    html = start_action(senior, "cancel", [STATES["ready"](), STATES["ready"]()]).content.decode()
+    assert (
+        "can be changed by this action: each is listed below with the reason, and nothing will change."
+        in html
+    )
+    assert "The others are listed" not in html

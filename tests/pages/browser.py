@@ -110,6 +110,6 @@ def upload_through_form(
     """Upload on the documents list and land on the document's page."""
     page.get_by_label("File").set_input_files({"name": name, "mimeType": mime, "buffer": data})
     if title:
-        page.get_by_label("Title").fill(title)
+        page.get_by_label("Title", exact=True).fill(title)  # not the list filter's "Title contains"
     page.get_by_role("button", name="Upload", exact=True).click()
     page.wait_for_url("**/documents/*/")

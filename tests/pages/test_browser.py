@@ -130,8 +130,10 @@ def test_an_upload_goes_live_to_searchable_without_a_reload(page, platform, alic
     expect(field(page, "connection")).to_be_hidden()  # finished: the stream is closed
     screenshot(page, "document-ready")
 
-    page.get_by_label("Search your documents").fill("cobalt harbor")
-    page.get_by_label("Search your documents").press("Enter")
+    # The page's box searches this document (document_ids rides along to /search).
+    page.get_by_label("Search this document").fill("cobalt harbor")
+    page.get_by_label("Search this document").press("Enter")
+    assert "document_ids=" in page.url
     expect(page.locator(".result h3")).to_have_text("Scanned minutes")
     expect(page.locator(".snippet mark").first).to_have_text(re.compile("cobalt", re.IGNORECASE))
 
@@ -170,6 +172,7 @@ def test_cancel_from_the_page_shows_stopping_then_cancelled(page, platform, alic
     record_states(page)
 
     page.get_by_role("button", name="Cancel processing").click()
+    page.get_by_role("button", name="Yes, stop processing").click()
     expect(field(page, "state")).to_have_text("Cancelled", timeout=LIVE)
     seen = page.evaluate("window.__states")
     assert "Stopping…" in seen, seen
@@ -179,6 +182,46 @@ def test_cancel_from_the_page_shows_stopping_then_cancelled(page, platform, alic
     assert page.locator('.step[data-stage="ocr"]').get_attribute("data-state") == "cancelled"
     assert_not_reloaded(page)
     assert Document.objects.get(pk=result.document.pk).published_version is None
+
+
+def test_cancel_asks_first_and_a_cancelled_version_is_processed_again_from_its_file(page, platform, alice):
+    result = alice.upload(scanned_pages_pdf(12), "long-scan.pdf", "Scan to process again")
+    page.goto(f"{platform.url}/documents/{result.document.pk}/")
+    plant_marker(page)
+    expect(field(page, "counts")).to_contain_text(re.compile(r"[1-9]\d* of 12 pages"), timeout=LIVE)
+
+    # The first click only asks; "Keep processing" takes the question back.
+    page.get_by_role("button", name="Cancel processing").click()
+    expect(page.get_by_text("Stop processing? The work done so far is discarded.")).to_be_visible()
+    screenshot(page, "document-cancel-question")
+    page.get_by_role("button", name="Keep processing").click()
+    expect(page.get_by_role("button", name="Yes, stop processing")).to_be_hidden()
+    assert field(page, "state").text_content() != "Cancelled"
+
+    page.get_by_role("button", name="Cancel processing").click()
+    page.get_by_role("button", name="Yes, stop processing").click()
+    expect(field(page, "state")).to_have_text("Cancelled", timeout=LIVE)
+    assert_not_reloaded(page)
+    again = page.get_by_role("button", name="Process again")
+    expect(again).to_be_visible()
+    expect(
+        page.get_by_text("Uses the file you uploaded; processing starts over as a new version.")
+    ).to_be_visible()
+    screenshot(page, "document-cancelled-process-again")
+
+    again.click()  # a plain form: the page reloads onto version 2
+    expect(page.get_by_text("Processing again as version 2, from the file you uploaded.")).to_be_visible()
+    expect(page.locator("#status-heading")).to_have_text("Version 2")
+    expect(field(page, "counts")).to_contain_text(re.compile(r"[1-9]\d* of 12 pages"), timeout=LIVE)
+    expect(again).to_be_hidden()
+    assert page.locator("tr[data-job]").count() == 2  # version 1 stays in the history
+    versions = list(result.document.versions.order_by("number"))
+    assert [v.number for v in versions] == [1, 2] and versions[0].sha256 == versions[1].sha256
+    # End the second run sooner.
+    page.get_by_role("button", name="Cancel processing").click()
+    page.get_by_role("button", name="Yes, stop processing").click()
+    expect(field(page, "state")).to_have_text("Cancelled", timeout=LIVE)
+    assert page.dialogs == []
 
 
 def test_when_the_stream_dies_the_page_polls_and_still_ends_in_the_right_state(page, platform, alice):
@@ -231,6 +274,7 @@ def test_a_stream_that_comes_back_rereads_the_status_first(page, platform, alice
     assert any(0 <= read - reopened < 0.5 for read in reads), (reopened, reads)
     # The page is fully working again: its cancel goes through (and ends the test sooner).
     page.get_by_role("button", name="Cancel processing").click()
+    page.get_by_role("button", name="Yes, stop processing").click()
     expect(field(page, "state")).to_have_text("Cancelled", timeout=LIVE)
     assert_not_reloaded(page)
 

@@ -94,7 +94,7 @@ def test_the_page_carries_the_status_json_and_the_live_script(alice: Member):
 
 def test_cancel_asks_the_worker_to_stop_and_the_page_says_stopping(alice: Member):
     result, _claim = running(alice)
-    response = alice.client.post(job_url(result, "cancel"))
+    response = alice.client.post(job_url(result, "cancel"), {"confirm": "yes"})
     assert response.status_code == 303
     assert response["Location"] == detail_url(result)
     assert job(result).status == Status.CANCEL_REQUESTED
@@ -107,7 +107,7 @@ def test_cancel_asks_the_worker_to_stop_and_the_page_says_stopping(alice: Member
 
 def test_cancelling_a_queued_job_cancels_it_at_once(alice: Member):
     result = queued(alice)
-    alice.client.post(job_url(result, "cancel"))
+    alice.client.post(job_url(result, "cancel"), {"confirm": "yes"})
     assert job(result).status == Status.CANCELLED
     body = html(alice.client.get(detail_url(result)))
     assert '<span class="badge state-cancelled" data-field="state">Cancelled</span>' in body
@@ -116,7 +116,7 @@ def test_cancelling_a_queued_job_cancels_it_at_once(alice: Member):
 
 def test_a_refused_cancel_is_explained_not_an_error_page(alice: Member):
     result = ready(alice)
-    response = alice.client.post(job_url(result, "cancel"), follow=True)
+    response = alice.client.post(job_url(result, "cancel"), {"confirm": "yes"}, follow=True)
     assert response.status_code == 200
     assert "can no longer be cancelled" in html(response)
     assert job(result).status == Status.READY

@@ -16,6 +16,9 @@
   var POLL_MS = 3000;
   var CHECK_MS = 30000;
   var RECONNECT_MAX_MS = 30000;
+  // No unit finished for this long while running: show the worker's heartbeat (re-read this
+  // often), so a slow page does not look frozen.
+  var QUIET_MS = 10000;
   var FINISHED = ["ready", "failed", "cancelled"];
 
   var card = document.getElementById("job");
@@ -28,6 +31,8 @@
   var pollTimer = null;
   var reconnectTimer = null;
   var reconnectDelay = 2000;
+  var lastRead = Date.now(); // when the page last read the status endpoint
+  var heartbeatTimer = null;
 
   // --- helpers ---------------------------------------------------------------------------
 
@@ -99,6 +104,7 @@
     drawActions(status);
     drawSearchable(status);
     drawVersionRow(status);
+    drawHeartbeat();
 
     if (before.state !== status.state) {
       part("announce").textContent = format(words.announce, { state: word(words.states, status.state) });
@@ -149,7 +155,21 @@
   function drawActions(status) {
     show(card.querySelector('form[data-action="cancel"]'), status.can_cancel);
     show(card.querySelector('form[data-action="retry"]'), status.can_retry);
+    show(card.querySelector('form[data-action="process_again"]'), !!status.can_process_again);
+    if (!status.can_cancel) askToCancel(false);
     show(part("stopping"), status.cancel_requested);
+  }
+
+  function drawHeartbeat() {
+    var element = part("heartbeat");
+    var now = Date.now();
+    var quiet =
+      shown.status === "running" && !!shown.heartbeat_at && now - stamp(shown.updated_at) / 1000 >= QUIET_MS;
+    show(element, quiet);
+    if (!quiet) return;
+    var seconds = Math.max(0, Math.round((now - stamp(shown.heartbeat_at) / 1000) / 1000));
+    element.textContent = format(words.stillWorking, { seconds: seconds });
+    if (now - lastRead >= QUIET_MS) refresh(); // a fresh heartbeat (it raises no event)
   }
 
   function drawSearchable(status) {
@@ -191,6 +211,7 @@
   // --- talking to the server -------------------------------------------------------------
 
   function refresh() {
+    lastRead = Date.now();
     return fetch(shown.status_url, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (response) {
         return response.ok ? response.json().then(render) : null;
@@ -260,15 +281,35 @@
     dropped = false;
     clearTimeout(pollTimer);
     clearTimeout(reconnectTimer);
+    clearInterval(heartbeatTimer);
+    heartbeatTimer = null;
+    show(part("heartbeat"), false);
     connection("");
   }
 
+  // Cancel asks first, in the card: its first button shows the question, whose "yes" posts.
+  // (Without JavaScript the first button posts and the server shows a confirmation page.)
+  function askToCancel(asking) {
+    var form = card.querySelector('form[data-action="cancel"]');
+    show(form.querySelector('[data-step="ask"]'), !asking);
+    show(form.querySelector('[data-field="confirm-cancel"]'), asking);
+    if (asking) form.querySelector('[data-step="confirm"]').focus();
+  }
+
+  card.querySelector('[data-step="keep"]').addEventListener("click", function () {
+    askToCancel(false);
+    card.querySelector('[data-step="ask"]').focus();
+  });
+
   // Cancel and retry through the API, so the answer redraws the card at once; the plain forms
-  // (and their redirect) remain for browsers without JavaScript.
-  card.querySelectorAll("form[data-action]").forEach(function (form) {
+  // (and their redirect) remain for browsers without JavaScript. "Process again" stays a plain
+  // form: it makes a new version, whose page the redirect shows.
+  card.querySelectorAll("form[data-action][data-api]").forEach(function (form) {
     form.addEventListener("submit", function (event) {
       event.preventDefault();
-      var button = form.querySelector("button");
+      var step = event.submitter && event.submitter.dataset.step;
+      if (step === "ask") return askToCancel(true);
+      var button = event.submitter || form.querySelector("button");
       var token = form.querySelector('[name="csrfmiddlewaretoken"]').value;
       var refused = part("action-error");
       button.disabled = true;
@@ -286,6 +327,7 @@
           render(status);
           connect(); // a retried job is active again
           schedulePoll();
+          if (!isFinished(shown) && !heartbeatTimer) heartbeatTimer = setInterval(drawHeartbeat, 1000);
         })
         .catch(function () {
           refused.textContent = words.actionRefused;
@@ -294,11 +336,15 @@
         })
         .finally(function () {
           button.disabled = false;
+          if (step === "confirm") askToCancel(false);
         });
     });
   });
 
   if (!window.EventSource) dropped = true; // no stream at all: poll at the quick pace
   connect();
-  if (!isFinished(shown)) schedulePoll();
+  if (!isFinished(shown)) {
+    schedulePoll();
+    heartbeatTimer = setInterval(drawHeartbeat, 1000);
+  }
 })();

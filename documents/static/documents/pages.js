@@ -1,4 +1,4 @@
-// Shared by every page: times in the reader's own time zone and language.
+// Shared by every page: times in the reader's own time zone (named: "long" time style) and language.
 // The server writes <time datetime="..." data-local>UTC text</time>; without JavaScript the UTC
 // text stays, which is still the truth.
 (function () {
@@ -7,9 +7,9 @@
   var lang = document.documentElement.lang || undefined;
   var formatter;
   try {
-    formatter = new Intl.DateTimeFormat(lang, { dateStyle: "medium", timeStyle: "medium" });
+    formatter = new Intl.DateTimeFormat(lang, { dateStyle: "medium", timeStyle: "long" });
   } catch (error) {
-    formatter = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+    formatter = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "long" });
   }
 
   function formatTime(element) {

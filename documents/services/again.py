@@ -1,0 +1,94 @@
+"""Process again: a cancelled or failed version's stored bytes become the document's next
+version, processed by a new job (DESIGN, Clarifications: "one job per version" holds; the old
+version and its job stay as history). The user uploads nothing; processing starts over.
+
+Whether it may be done is answered by the ``process_again`` action this module registers in the
+job engine's one table (``jobs/rules.py``), so the API's 409, the page's button, the status JSON
+and the admin action give one answer.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+
+from documents.engines.sniff import Kind
+from documents.engines.validation import ValidatedUpload
+from documents.models import Document, DocumentVersion
+from documents.pipeline import KIND
+from documents.services.upload import NOT_LATEST, UploadResult, _create_version, check_quota
+from jobs import rules
+from jobs.errors import TransitionRefused
+from jobs.models import Actor, Job, Status
+
+
+def _latest_of_its_document(job: Job) -> str | None:
+    if job.kind != KIND:
+        return "Only a document's processing can be run again."
+    version = DocumentVersion.objects.filter(job=job).select_related("document").first()
+    if version is None or version.deleted_at is not None or version.document.deleted_at is not None:
+        return "This version was deleted."
+    if version.document.latest_version_id != version.pk:
+        return NOT_LATEST
+    if not version.file.name or not default_storage.exists(version.file.name):
+        return "The stored file of this version is gone: upload the file again."
+    return None
+
+
+PROCESS_AGAIN = rules.Action(
+    "process_again",
+    frozenset({Status.FAILED, Status.CANCELLED}),
+    otherwise="Only a cancelled or failed version can be processed again; this one is {state}.",
+    condition=_latest_of_its_document,
+    permission="operate",
+    new_run=True,
+)
+
+
+def version_process_again(
+    *,
+    version: DocumentVersion,
+    user: AbstractBaseUser | AnonymousUser | None = None,
+    actor: Actor = Actor.USER,
+) -> UploadResult:
+    """Make the document's next version from the stored bytes of ``version`` (whose job was
+    cancelled or failed) and start its job from the first stage; the title stays.
+
+    Raises :class:`TransitionRefused` with the table's reason when the action does not apply
+    (or a newer version appeared meanwhile), :class:`QuotaExceeded` when the queue is full.
+    """
+    job = Job.objects.filter(pk=version.job_id).first() if version.job_id else None
+    if job is None or not version.file.name:
+        raise TransitionRefused("This version has no processing to run again.")
+    rules.check("process_again", job)
+    check_quota(version.document.tenant)
+    old_name = version.file.name
+    with default_storage.open(old_name, "rb") as stored_file:
+        content = stored_file.read()
+    # A copy under a new name: the old version keeps its own bytes (a delete of either version
+    # removes only its own file).
+    extension = old_name.rsplit(".", 1)[-1]
+    tenant = version.document.tenant
+    name = f"uploads/{tenant.slug}/{uuid.uuid4().hex}.{extension}"
+    stored = default_storage.save(name, ContentFile(content))
+    checked = ValidatedUpload(
+        kind=Kind(version.kind),
+        content_type=version.content_type,
+        size=version.size,
+        sha256=version.sha256,
+        safe_name=version.original_name,
+        original_name=version.original_name,
+        encoding=version.encoding or None,
+        content=b"",  # already stored above; the version row needs only the facts
+    )
+    document = Document.objects.get(pk=version.document_id)
+    try:
+        return _create_version(
+            tenant, checked, stored, "", None, user, document, again_from=version, actor=actor
+        )
+    except BaseException:
+        default_storage.delete(stored)
+        raise

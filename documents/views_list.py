@@ -1,0 +1,56 @@
+"""The documents list page: the tenant's documents with their live state, filtered by state,
+searched by title, sorted and paged (a plain GET form, no JavaScript needed); POST uploads."""
+
+from __future__ import annotations
+
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.translation import gettext_lazy as _lazy
+from django.views.decorators.http import require_http_methods
+
+from documents.forms import UploadForm
+from documents.models import Tenant
+from documents.selectors import DEFAULT_ORDERING, ORDERINGS, STATE_WORDS, documents_of
+from documents.views import _after_upload, _status_of, _upload, tenant_required
+
+DOCUMENTS_PER_PAGE = 50
+
+ORDERING_LABELS = {
+    "-last_activity": _lazy("Latest activity first"),
+    "title": _lazy("Title, A to Z"),
+    "-title": _lazy("Title, Z to A"),
+    "-created": _lazy("Newest first"),
+    "created": _lazy("Oldest first"),
+}
+
+
+@require_http_methods(["GET", "POST"])
+@tenant_required
+def document_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+    """Every document of the tenant with its current state; POST uploads a new document."""
+    form, http_status = UploadForm(), 200
+    if request.method == "POST":
+        form = UploadForm(request.POST, request.FILES)
+        result, http_status = _upload(request, tenant, [form])
+        if result is not None:
+            return _after_upload(request, result)
+    # Filters, sort and title search from the query string; unknown values fall back quietly.
+    state = request.GET.get("state", "")
+    state = state if state in STATE_WORDS else ""
+    ordering = request.GET.get("ordering", DEFAULT_ORDERING)
+    ordering = ordering if ordering in ORDERINGS else DEFAULT_ORDERING
+    q = request.GET.get("q", "")[:200]
+    documents = documents_of(tenant, state=state or None, q=q, ordering=ordering)
+    page = Paginator(documents, DOCUMENTS_PER_PAGE).get_page(request.GET.get("page"))
+    rows = [{"document": d, "status": _status_of(d.latest_version)} for d in page]
+    context = {
+        "page": page,
+        "rows": rows,
+        "form": form,
+        "filters": {"state": state, "ordering": ordering, "q": q},
+        "states": STATE_WORDS,
+        "orderings": ORDERING_LABELS,
+        "filtered": bool(state or q.strip()),
+    }
+    return render(request, "documents/list.html", context, status=http_status)
