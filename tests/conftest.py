@@ -65,7 +65,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if RELIABILITY in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.reliability)
-        if not _uses_database(item):
+        tiered = {"postgres", "cluster", "browser", "reliability"} & set(item.keywords)
+        if not _uses_database(item) and not tiered:
             item.add_marker(pytest.mark.unit)
     require = os.environ.get("REQUIRE_POSTGRES") == "1"
     if is_postgres():
