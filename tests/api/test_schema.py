@@ -36,6 +36,11 @@ OPERATIONS = [
     ("PATCH", "/api/webhooks/{endpoint_id}/"),
     ("DELETE", "/api/webhooks/{endpoint_id}/"),
     ("POST", "/api/search"),
+    ("GET", "/api/collections/"),
+    ("POST", "/api/collections/"),
+    ("GET", "/api/collections/{collection_id}/"),
+    ("PATCH", "/api/collections/{collection_id}/"),
+    ("DELETE", "/api/collections/{collection_id}/"),
 ]
 EVENTS = "/api/documents/{document_id}/jobs/{job_id}/events"
 
