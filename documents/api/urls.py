@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from documents.api import batches, collections, sse, views, webhooks
+from documents.api import batches, collections, inspection, sse, views, webhooks
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
@@ -15,6 +15,16 @@ urlpatterns = [
         r"^documents/(?P<document_id>[^/]+)/versions/(?P<number>[0-9]+)/?$",
         views.VersionView.as_view(),
         name="api-version",
+    ),
+    re_path(
+        r"^documents/(?P<document_id>[^/]+)/versions/(?P<number>[0-9]+)/chunks/?$",
+        inspection.ChunksView.as_view(),
+        name="api-version-chunks",
+    ),
+    re_path(
+        r"^documents/(?P<document_id>[^/]+)/versions/(?P<number>[0-9]+)/text/?$",
+        inspection.TextView.as_view(),
+        name="api-version-text",
     ),
     path(JOB, views.JobView.as_view(), name="api-job"),
     path(f"{JOB}/cancel", views.JobCancelView.as_view(), name="api-job-cancel"),
