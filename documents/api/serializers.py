@@ -149,11 +149,21 @@ class JobStatusOut(serializers.Serializer[Any]):
     events_url = serializers.CharField()
 
 
+class ReusedFromOut(serializers.Serializer[Any]):
+    document_id = serializers.UUIDField()
+    version = serializers.IntegerField()
+
+
 class UploadOut(serializers.Serializer[Any]):
     document_id = serializers.UUIDField()
     version = serializers.IntegerField()
     job_id = serializers.UUIDField()
     duplicate = serializers.BooleanField(help_text="True when identical to the published version.")
+    reused_from = ReusedFromOut(
+        allow_null=True,
+        help_text="The published version of this workspace with the same bytes and settings whose "
+        "verified outputs this version copies (its job still reports every stage); null: processed anew.",
+    )
     status_url = serializers.CharField()
     events_url = serializers.CharField()
 

@@ -33,6 +33,7 @@ from documents.services.attributes import (
     document_update,
 )
 from documents.services.collections import collection_of
+from documents.services.dedup import reused_from_out
 from documents.services.delete import DeleteRefused, DeleteResult, document_delete, version_delete
 from documents.services.upload import UploadResult, document_upload
 from documents.templatetags.search_marks import highlight
@@ -124,6 +125,8 @@ def upload_answer(result: UploadResult) -> Response:
         "version": result.version.number,
         "job_id": str(result.job.pk),
         "duplicate": result.duplicate,
+        # Dedup: the earlier version whose verified outputs this one copies (null: processed anew).
+        "reused_from": None if result.duplicate else reused_from_out(result.version),
         "status_url": body["status_url"],
         "events_url": body["events_url"],
     }

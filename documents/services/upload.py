@@ -23,6 +23,7 @@ from documents.models import Collection, Document, DocumentVersion, Tenant
 from documents.pipeline import KIND
 from documents.services.attributes import check_attributes
 from documents.services.collections import default_collection
+from documents.services.dedup import processing_key, reusable_version
 from jobs.models import Actor, Job
 from jobs.quotas import QueueFull, check_queue
 from jobs.services.lifecycle import job_create
@@ -164,7 +165,12 @@ def _create_version(
                 Document.objects.filter(pk=document.pk).update(attributes=attributes)
         number = document.latest_number + 1
         Document.objects.filter(pk=document.pk).update(latest_number=number)
+        key = processing_key()
         version = DocumentVersion.objects.create(
+            processing=key,
+            # Dedup (one rule for every entry point): the same bytes, published and verified in
+            # this tenant with the same settings, are copied by the stages, not processed again.
+            reused_from=reusable_version(tenant, checked.sha256, key),
             document=document,
             number=number,
             file=stored,
