@@ -170,3 +170,21 @@ def test_delete_removes_each_document_through_the_delete_service(alice: Caller):
         __import__("uuid").UUID(d) for d in gone
     }
     assert_error(alice.client.get(f"/api/collections/{cid}"), 404, "not_found")
+
+
+def test_a_batch_goes_into_the_named_collection(alice: Caller, mallory: Caller):
+    cid = create(alice, {"name": "Batch"}).json()["id"]
+    files = [
+        SimpleUploadedFile("a.txt", b"First file words."),
+        SimpleUploadedFile("b.txt", b"Second file words."),
+    ]
+    response = alice.client.post("/api/batches", {"files": files, "collection": cid}, format="multipart")
+    assert response.status_code == 201, response.content
+    assert listed(alice, collection=cid) == {d["document_id"] for d in response.json()["documents"]}
+    theirs = create(mallory, {"name": "Theirs"}).json()["id"]
+    refused = alice.client.post(
+        "/api/batches",
+        {"files": [SimpleUploadedFile("c.txt", b"Words.")], "collection": theirs},
+        format="multipart",
+    )
+    assert_error(refused, 404, "collection_not_found")
