@@ -299,7 +299,12 @@ def search_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
             filters = parse_filter_json(filter_text)
         except FilterError as exc:
             filter_error = exc.message
+    # A collection of another workspace (or none such) scopes to nothing: the search is the tenant's.
+    chosen = collection_of(tenant, request.GET["collection"]) if request.GET.get("collection") else None
+    collection_ids = [chosen.pk] if chosen else ([] if request.GET.get("collection") else None)
     context: dict[str, Any] = {
+        "collections": list(collections_of(tenant)),
+        "chosen": chosen,
         "query": query,
         "hits": [],
         "mode": mode,
@@ -311,7 +316,7 @@ def search_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
         messages.error(request, _("Too many searches in a short time. Wait a minute and try again."))
         return render(request, "documents/search.html", context, status=429)
     context["hits"] = (
-        search(tenant, query, SEARCH_RESULTS, mode=mode, filters=filters)
+        search(tenant, query, SEARCH_RESULTS, mode=mode, filters=filters, collection_ids=collection_ids)
         if query and not filter_error
         else []
     )

@@ -75,3 +75,29 @@ def test_a_versions_chunks_page_and_the_text_download_link(alice: Member, bob: M
     download = alice.client.get(text_url)  # the pages' session works for the download too
     assert download.status_code == 200 and "Saffron lantern" in download.content.decode()
     assert bob.client.get(chunks_url).status_code == 404
+
+
+def test_the_search_page_scopes_to_one_collection(alice: Member, bob: Member):
+    from documents.services.collections import collection_create
+    from documents.services.upload import document_upload
+
+    notes = collection_create(tenant=alice.tenant, name="Notes")
+    inside = document_upload(
+        tenant=alice.tenant,
+        data=files.text_pdf(["Cobalt tram in notes."]),
+        filename="in.pdf",
+        collection=notes,
+    )
+    outside = alice.upload(files.text_pdf(["Cobalt tram elsewhere."]), "out.pdf", "Elsewhere")
+    for result in (inside, outside):
+        assert result.job is not None
+        run_until_idle(result.job.pk)
+
+    everywhere = alice.client.get("/search", {"q": "cobalt tram"}).content.decode()
+    scoped = alice.client.get("/search", {"q": "cobalt tram", "collection": str(notes.pk)}).content.decode()
+    assert f"/documents/{outside.document.pk}/" in everywhere
+    assert (
+        f"/documents/{inside.document.pk}/" in scoped and f"/documents/{outside.document.pk}/" not in scoped
+    )
+    theirs = bob.client.get("/search", {"q": "cobalt tram", "collection": str(notes.pk)}).content.decode()
+    assert f"/documents/{inside.document.pk}/" not in theirs and "Notes" not in theirs
