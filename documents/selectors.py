@@ -7,6 +7,7 @@ ids of another tenant alike, so a caller cannot tell the two apart.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -94,13 +95,20 @@ DEFAULT_ORDERING = "-last_activity"
 
 
 def documents_of(
-    tenant: Tenant, *, state: str | None = None, q: str = "", ordering: str = DEFAULT_ORDERING
+    tenant: Tenant,
+    *,
+    state: str | None = None,
+    q: str = "",
+    ordering: str = DEFAULT_ORDERING,
+    collection_ids: Sequence[Any] | None = None,
 ) -> QuerySet[Document]:
-    """The tenant's documents, optionally in the combined ``state``, whose title contains ``q``,
-    sorted by one of :data:`ORDERINGS`."""
+    """The tenant's documents, optionally in the combined ``state``, of ``collection_ids``, whose
+    title contains ``q``, sorted by one of :data:`ORDERINGS`."""
     documents = Document.objects.filter(tenant=tenant, deleted_at=None).select_related(
         "published_version", "latest_version__job"
     )
+    if collection_ids is not None:  # another tenant's ids match nothing: the tenant filter holds
+        documents = documents.filter(collection_id__in=list(collection_ids))
     if state:
         documents = documents.filter(state_filter(state))
     if q.strip():

@@ -39,6 +39,7 @@ from documents.selectors import (
     tenant_for,
     versions_of,
 )
+from documents.services.collections import collection_of, collections_of
 from documents.services.upload import UploadResult, document_upload
 from documents.templatetags.status_words import js_catalog
 from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES, page_throttled
@@ -97,6 +98,13 @@ def _upload(
             form.add_error("file", _("Too many uploads in a short time. Wait a minute and try again."))
         return None, 429
     upload = forms[0].cleaned_data["file"]
+    collection = None
+    if document is None and forms[0].cleaned_data.get("collection"):
+        collection = collection_of(tenant, forms[0].cleaned_data["collection"])
+        if collection is None:
+            for form in forms:
+                form.add_error("collection", _("No such collection in your workspace."))
+            return None, 404
     try:
         result = document_upload(
             tenant=tenant,
@@ -105,6 +113,7 @@ def _upload(
             title=forms[0].cleaned_data["title"],
             user=request.user,
             document=document,
+            collection=collection,
         )
     except UploadRejected as exc:
         for form in forms:
@@ -271,7 +280,12 @@ def search_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
             filters = parse_filter_json(filter_text)
         except FilterError as exc:
             filter_error = exc.message
+    # A collection of another workspace (or none such) scopes to nothing: the search is the tenant's.
+    chosen = collection_of(tenant, request.GET["collection"]) if request.GET.get("collection") else None
+    collection_ids = [chosen.pk] if chosen else ([] if request.GET.get("collection") else None)
     context: dict[str, Any] = {
+        "collections": list(collections_of(tenant)),
+        "chosen": chosen,
         "query": query,
         "hits": [],
         "mode": mode,
@@ -282,9 +296,12 @@ def search_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     if query and page_throttled(request, SEARCH_THROTTLES):
         messages.error(request, _("Too many searches in a short time. Wait a minute and try again."))
         return render(request, "documents/search.html", context, status=429)
+    context["hits"] = []
     if query and not filter_error:
         try:
-            context["hits"] = search(tenant, query, SEARCH_RESULTS, mode=mode, filters=filters)
+            context["hits"] = search(
+                tenant, query, SEARCH_RESULTS, mode=mode, filters=filters, collection_ids=collection_ids
+            )
         except SearchUnavailable:
             messages.error(
                 request, _("Search by meaning is unavailable right now. Try the other modes, or again later.")

@@ -4,7 +4,7 @@ searched by title, sorted and paged (a plain GET form, no JavaScript needed); PO
 from __future__ import annotations
 
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.translation import gettext_lazy as _lazy
 from django.views.decorators.http import require_http_methods
@@ -12,6 +12,7 @@ from django.views.decorators.http import require_http_methods
 from documents.forms import UploadForm
 from documents.models import Tenant
 from documents.selectors import DEFAULT_ORDERING, ORDERINGS, STATE_WORDS, documents_of
+from documents.services.collections import collection_of, collections_of
 from documents.views import _after_upload, _status_of, _upload, tenant_required
 
 DOCUMENTS_PER_PAGE = 50
@@ -41,7 +42,18 @@ def document_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     ordering = request.GET.get("ordering", DEFAULT_ORDERING)
     ordering = ordering if ordering in ORDERINGS else DEFAULT_ORDERING
     q = request.GET.get("q", "")[:200]
-    documents = documents_of(tenant, state=state or None, q=q, ordering=ordering)
+    collections = list(collections_of(tenant))
+    wanted = request.GET.get("collection", "")
+    chosen = collection_of(tenant, wanted) if wanted else None
+    if wanted and chosen is None:
+        raise Http404  # another workspace's collection, or none such: as an unknown id
+    documents = documents_of(
+        tenant,
+        state=state or None,
+        q=q,
+        ordering=ordering,
+        collection_ids=[chosen.pk] if chosen else None,
+    )
     page = Paginator(documents, DOCUMENTS_PER_PAGE).get_page(request.GET.get("page"))
     rows = [{"document": d, "status": _status_of(d.latest_version)} for d in page]
     context = {
@@ -52,5 +64,7 @@ def document_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
         "states": STATE_WORDS,
         "orderings": ORDERING_LABELS,
         "filtered": bool(state or q.strip()),
+        "collections": collections,
+        "chosen": chosen,
     }
     return render(request, "documents/list.html", context, status=http_status)

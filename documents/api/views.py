@@ -37,6 +37,8 @@ from documents.services.attributes import (
     check_title,
     document_update,
 )
+from documents.services.collections import collection_of
+from documents.services.dedup import reused_from_out
 from documents.services.delete import DeleteRefused, DeleteResult, document_delete, version_delete
 from documents.services.upload import UploadResult, document_upload
 from documents.templatetags.search_marks import highlight
@@ -96,6 +98,11 @@ class TenantView(APIView):
         form.is_valid(raise_exception=True)
         upload = form.validated_data["file"]
         attributes_text = form.validated_data.get("attributes") or ""
+        collection = None
+        if document is None and form.validated_data.get("collection") is not None:
+            collection = collection_of(self.tenant, form.validated_data["collection"])
+            if collection is None:
+                raise ApiError(404, "collection_not_found", "No such collection in your workspace.")
         result = document_upload(
             tenant=self.tenant,
             data=upload,
@@ -103,6 +110,7 @@ class TenantView(APIView):
             title=form.validated_data.get("title", ""),
             user=request.user,
             document=document,
+            collection=collection,
             attributes=attributes_from_json(attributes_text) if attributes_text.strip() else None,
         )
         return upload_answer(result)
@@ -122,6 +130,8 @@ def upload_answer(result: UploadResult) -> Response:
         "version": result.version.number,
         "job_id": str(result.job.pk),
         "duplicate": result.duplicate,
+        # Dedup: the earlier version whose verified outputs this one copies (null: processed anew).
+        "reused_from": None if result.duplicate else reused_from_out(result.version),
         "status_url": body["status_url"],
         "events_url": body["events_url"],
     }
@@ -133,6 +143,7 @@ def document_summary(document: Document) -> dict[str, Any]:
     published = document.published_version
     return {
         "document_id": str(document.pk),
+        "collection_id": str(document.collection_id),
         "title": document.title,
         "attributes": document.attributes,
         "created_at": document.created_at.isoformat(),
@@ -159,10 +170,17 @@ class DocumentsView(TenantView):
     def get(self, request: Request) -> Response:
         query = s.ListIn(data=request.query_params)
         query.is_valid(raise_exception=True)
-        paginator = Pages()
         data = query.validated_data
+        collection_ids = list(data.get("collections") or [])
+        if data.get("collection") is not None:
+            collection_ids.append(data["collection"])
+        paginator = Pages()
         documents = documents_of(
-            self.tenant, state=data.get("state"), q=data.get("q", ""), ordering=data["ordering"]
+            self.tenant,
+            state=data.get("state"),
+            q=data.get("q", ""),
+            ordering=data["ordering"],
+            collection_ids=collection_ids or None,
         )
         page = paginator.paginate_queryset(documents, request)
         return paginator.get_paginated_response([document_summary(d) for d in page or []])
@@ -335,7 +353,7 @@ class SearchView(TenantView):
         query = s.SearchIn(data=request.query_params)
         query.is_valid(raise_exception=True)
         data = query.validated_data
-        return self.answer(data["q"], data["k"], data["mode"])
+        return self.answer(data["q"], data["k"], data["mode"], collection_ids=data.get("collections"))
 
     @extend_schema(request=s.SearchBodyIn, responses={200: s.SearchOut, **ERRORS})
     def post(self, request: Request) -> Response:
@@ -344,13 +362,30 @@ class SearchView(TenantView):
         data = body.validated_data
         raw = data.get("filters")
         filters = parse_filter(raw) if raw is not None else None  # FilterError: a 400 naming the field
-        return self.answer(data["query"], data["k"], data["mode"], filters, data.get("document_ids"))
+        return self.answer(
+            data["query"], data["k"], data["mode"], filters, data.get("document_ids"), data.get("collections")
+        )
 
     def answer(
-        self, q: str, k: int, mode: Any, filters: Filter | None = None, document_ids: list[Any] | None = None
+        self,
+        q: str,
+        k: int,
+        mode: Any,
+        filters: Filter | None = None,
+        document_ids: list[Any] | None = None,
+        collection_ids: list[Any] | None = None,
     ) -> Response:
         try:
-            hits = search(self.tenant, q, k, mode=mode, filters=filters, document_ids=document_ids)
+            # Another tenant's collection ids match nothing: the search is the tenant's first.
+            hits = search(
+                self.tenant,
+                q,
+                k,
+                mode=mode,
+                filters=filters,
+                document_ids=document_ids,
+                collection_ids=collection_ids,
+            )
         except SearchUnavailable:
             raise ApiError(
                 status.HTTP_503_SERVICE_UNAVAILABLE,

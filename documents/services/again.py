@@ -87,7 +87,7 @@ def version_process_again(
     document = Document.objects.get(pk=version.document_id)
     try:
         return _create_version(
-            tenant, checked, stored, "", None, user, document, again_from=version, actor=actor
+            tenant, checked, stored, "", None, user, document, None, again_from=version, actor=actor
         )
     except BaseException:
         default_storage.delete(stored)

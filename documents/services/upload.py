@@ -20,9 +20,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from documents.engines.validation import DocxLimits, UploadRejected, ValidatedUpload, validate_upload
-from documents.models import Document, DocumentVersion, Tenant
+from documents.models import Collection, Document, DocumentVersion, Tenant
 from documents.pipeline import KIND
 from documents.services.attributes import check_attributes
+from documents.services.collections import default_collection
+from documents.services.dedup import processing_key, reusable_version
 from jobs.errors import TransitionRefused
 from jobs.models import Actor, Job
 from jobs.quotas import QueueFull, check_queue
@@ -95,8 +97,12 @@ def document_upload(
     user: AbstractBaseUser | AnonymousUser | None = None,
     document: Document | None = None,
     attributes: Any = None,
+    collection: Collection | None = None,
 ) -> UploadResult:
     """Upload a new document, or (with ``document``) a new version of one.
+
+    A new document goes into ``collection`` (the tenant's default collection when none is
+    given); a new version stays in its document's collection.
 
     ``attributes`` (decoded JSON, optional) become the document's attributes; for a new version
     they replace the document's, like ``title``.
@@ -106,6 +112,8 @@ def document_upload(
     """
     if document is not None and document.tenant_id != tenant.pk:
         raise ValueError("the document belongs to another tenant")
+    if collection is not None and collection.tenant_id != tenant.pk:
+        raise ValueError("the collection belongs to another tenant")
     checked_attributes = check_attributes(attributes) if attributes is not None else None
     checked = validate_upload(
         data, filename=filename, max_bytes=settings.DOCUMENTS_MAX_UPLOAD_BYTES, docx_limits=docx_limits()
@@ -119,7 +127,7 @@ def document_upload(
     check_quota(tenant)  # cheap early answer; the engine checks again under a lock (job_create)
     stored = default_storage.save(_generated_name(tenant, checked), ContentFile(checked.content))
     try:
-        return _create_version(tenant, checked, stored, title, checked_attributes, user, document)
+        return _create_version(tenant, checked, stored, title, checked_attributes, user, document, collection)
     except BaseException:
         default_storage.delete(stored)  # nothing half-made stays behind
         raise
@@ -137,6 +145,7 @@ def _create_version(
     attributes: dict[str, Any] | None,
     user: AbstractBaseUser | AnonymousUser | None,
     document: Document | None,
+    collection: Collection | None,
     *,
     again_from: DocumentVersion | None = None,
     actor: Actor = Actor.USER,
@@ -148,6 +157,7 @@ def _create_version(
         if document is None:
             document = Document.objects.create(
                 tenant=tenant,
+                collection=collection or default_collection(tenant),
                 title=(title or checked.safe_name)[:300],
                 created_by=owner,
                 attributes=attributes or {},
@@ -165,7 +175,12 @@ def _create_version(
                 Document.objects.filter(pk=document.pk).update(attributes=attributes)
         number = document.latest_number + 1
         Document.objects.filter(pk=document.pk).update(latest_number=number, last_activity_at=timezone.now())
+        key = processing_key()
         version = DocumentVersion.objects.create(
+            processing=key,
+            # Dedup (one rule for every entry point): the same bytes, published and verified in
+            # this tenant with the same settings, are copied by the stages, not processed again.
+            reused_from=reusable_version(tenant, checked.sha256, key),
             document=document,
             number=number,
             file=stored,
