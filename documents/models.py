@@ -362,3 +362,35 @@ class BatchItem(models.Model):
     class Meta:
         ordering = ["batch", "position"]
         constraints = [models.UniqueConstraint(fields=["batch", "position"], name="batch_item_once")]
+
+
+# --- /v1 (OpenAI-compatible API): file objects ----------------------------------------------------
+
+
+def _file_id() -> str:
+    return f"file-{uuid.uuid4().hex}"
+
+
+class FileObject(models.Model):
+    """Bytes uploaded through ``POST /v1/files``: stored once, attachable to several vector stores
+    (each attachment becomes a document of that collection, made from these bytes by the upload
+    service). Written only by documents.services.files."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=_file_id, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="file_objects")
+    filename = models.CharField(max_length=255)
+    purpose = models.CharField(max_length=32)
+    bytes = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    stored_name = models.CharField(max_length=500)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        # Keyset pagination walks (tenant, created_at, id) in either direction.
+        indexes = [models.Index(fields=["tenant", "created_at", "id"], name="fileobject_tenant_keyset")]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.filename})"

@@ -37,6 +37,14 @@ OPERATIONS = [
     ("DELETE", "/api/webhooks/{endpoint_id}/"),
     ("POST", "/api/search"),
 ]
+# The OpenAI-compatible API (issue 14).
+OPERATIONS += [
+    ("POST", "/v1/files"),
+    ("GET", "/v1/files"),
+    ("GET", "/v1/files/{file_id}"),
+    ("DELETE", "/v1/files/{file_id}"),
+    ("GET", "/v1/files/{file_id}/content"),
+]
 EVENTS = "/api/documents/{document_id}/jobs/{job_id}/events"
 
 
@@ -70,9 +78,15 @@ def test_the_schema_documents_every_json_operation_with_both_authentications(ali
     }
     assert documented >= set(OPERATIONS)
     assert documented - set(OPERATIONS) <= {("GET", EVENTS)}
-    assert set(schema["components"]["securitySchemes"]) == {"tokenAuth", "cookieAuth"}
+    assert set(schema["components"]["securitySchemes"]) == {"tokenAuth", "cookieAuth", "bearerAuth"}
+    assert schema["components"]["securitySchemes"]["bearerAuth"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "A platform API token",
+    }
     for method, path in OPERATIONS:
-        assert schema["paths"][path][method.lower()]["security"] == [{"tokenAuth": []}, {"cookieAuth": []}]
+        scheme = "bearerAuth" if path.startswith("/v1/") else "tokenAuth"
+        assert schema["paths"][path][method.lower()]["security"] == [{scheme: []}, {"cookieAuth": []}]
 
 
 def test_the_schema_documents_the_events_stream(alice: Caller):
