@@ -92,6 +92,7 @@ def build(n: int) -> dict[str, Any]:
     from documents.models import Chunk, ChunkVector, Document, DocumentVersion, IndexEntry, Tenant
     from documents.retrieval import pgvector
     from documents.retrieval.text import search_text
+    from documents.services.collections import default_collection
 
     common.migrate()
     embedder = configured_embedder()
@@ -101,8 +102,14 @@ def build(n: int) -> dict[str, Any]:
     tenant = Tenant.objects.create(slug="scale", name="Scale")
     Tenant.objects.create(slug="other", name="Other")
     n_docs = docs[-1] + 1
+    collection = default_collection(tenant)
     documents = Document.objects.bulk_create(
-        Document(tenant=tenant, title=f"doc {d}", attributes={"dept": f"d{d % 10}", "year": 2015 + d % 10})
+        Document(
+            tenant=tenant,
+            collection=collection,
+            title=f"doc {d}",
+            attributes={"dept": f"d{d % 10}", "year": 2015 + d % 10},
+        )
         for d in range(n_docs)
     )
     versions = DocumentVersion.objects.bulk_create(

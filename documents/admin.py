@@ -244,6 +244,27 @@ class DocumentAdmin(ReadOnlyAdmin):
     search_fields = ("=id", "title", "tenant__slug")
     inlines = (VersionInline,)
     actions = ("delete_with_cleanup",)
+    fields = (
+        "title",
+        "attributes",
+        "id",
+        "tenant",
+        "created_by",
+        "created_at",
+        "latest_number",
+        "latest_version",
+        "published_version",
+    )
+    readonly_fields = fields[2:]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Title and attributes only (the form has no other field); versions stay read-only.
+        return admin.ModelAdmin.has_change_permission(self, request, obj)
+
+    def save_model(self, request: HttpRequest, obj: Document, form: Any, change: bool) -> None:
+        document_update(
+            document=obj, title=form.cleaned_data["title"], attributes=form.cleaned_data["attributes"]
+        )
 
     def has_lifecycle_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("documents.delete_document"))
@@ -264,29 +285,6 @@ class DocumentAdmin(ReadOnlyAdmin):
                 done += 1
         self.message_user(
             request, f"{done} document(s) deleted; their cleanup runs now (the reaper finishes it)."
-        )
-
-    fields = (
-        "title",
-        "attributes",
-        "id",
-        "tenant",
-        "created_by",
-        "created_at",
-        "latest_number",
-        "latest_version",
-        "published_version",
-        "deleted_at",
-    )
-    readonly_fields = fields[2:]
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Title and attributes only (the form has no other field); versions stay read-only.
-        return admin.ModelAdmin.has_change_permission(self, request, obj)
-
-    def save_model(self, request: HttpRequest, obj: Document, form: Any, change: bool) -> None:
-        document_update(
-            document=obj, title=form.cleaned_data["title"], attributes=form.cleaned_data["attributes"]
         )
 
     @admin.display(description="published")

@@ -44,9 +44,41 @@ class Membership(models.Model):
         return f"{self.user} in {self.tenant}"
 
 
+class Collection(models.Model):
+    """A knowledge base of a tenant: every document belongs to exactly one (the /v1 facade's
+    vector store). Names need not be unique (OpenAI's vector stores allow equal names); the id
+    is the handle. Each tenant has one default collection (``is_default``), made on first need
+    by ``documents.services.collections.default_collection``; uploads without a collection go there.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="collections")
+    name = models.CharField(max_length=256)
+    description = models.TextField(blank=True, default="")
+    # Free key/value pairs kept for the /v1 facade (vector store ``metadata``); not interpreted.
+    metadata = models.JSONField(default=dict, blank=True)
+    is_default = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant"], condition=models.Q(is_default=True), name="collection_one_default"
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "-created_at"], name="collection_tenant_recent")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Document(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="documents")
+    # PROTECT: a collection goes only through collection_delete, which deletes its documents
+    # (files, outputs, audit) through the delete service first.
+    collection = models.ForeignKey(Collection, on_delete=models.PROTECT, related_name="documents")
     title = models.CharField(max_length=300)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -70,6 +102,7 @@ class Document(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["tenant", "-created_at"], name="document_tenant_recent"),
+            models.Index(fields=["collection", "-created_at"], name="document_collection_recent"),
             # Tombstones awaiting cleanup: few, read by the leftovers audit.
             models.Index(
                 fields=["deleted_at"], condition=models.Q(deleted_at__isnull=False), name="document_deleted"
@@ -101,6 +134,11 @@ class DocumentVersion(models.Model):
     published_at = models.DateTimeField(null=True, blank=True)
     superseded_at = models.DateTimeField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)  # lifecycle tombstone
+    # Dedup: the earlier published version of the same tenant whose verified outputs (pages,
+    # chunks, vectors, index rows) this version copied instead of processing the bytes again.
+    reused_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
 
     class Meta:
         ordering = ["document", "-number"]

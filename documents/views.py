@@ -275,10 +275,6 @@ def search_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     query = request.GET.get("q", "").strip()[:500]
     mode = request.GET.get("mode", "hybrid")
     mode = mode if mode in SEARCH_MODES else "hybrid"
-    if query and page_throttled(request, SEARCH_THROTTLES):
-        messages.error(request, _("Too many searches in a short time. Wait a minute and try again."))
-        context: dict[str, Any] = {"query": query, "hits": [], "mode": mode, "modes": SEARCH_MODES}
-        return render(request, "documents/search.html", context, status=429)
     filter_text = request.GET.get("filters", "").strip()[:4000]
     filter_error = ""
     filters = None
@@ -287,19 +283,22 @@ def search_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
             filters = parse_filter_json(filter_text)
         except FilterError as exc:
             filter_error = exc.message
-    hits = (
-        search(tenant, query, SEARCH_RESULTS, mode=mode, filters=filters)
-        if query and not filter_error
-        else []
-    )
-    context = {
+    context: dict[str, Any] = {
         "query": query,
-        "hits": hits,
+        "hits": [],
         "mode": mode,
         "modes": SEARCH_MODES,
         "filter_text": filter_text,
         "filter_error": filter_error,
     }
+    if query and page_throttled(request, SEARCH_THROTTLES):
+        messages.error(request, _("Too many searches in a short time. Wait a minute and try again."))
+        return render(request, "documents/search.html", context, status=429)
+    context["hits"] = (
+        search(tenant, query, SEARCH_RESULTS, mode=mode, filters=filters)
+        if query and not filter_error
+        else []
+    )
     return render(request, "documents/search.html", context)
 
 

@@ -4,9 +4,11 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("documents", "0002_retrieval_index"),
-        ("documents", "0005_lifecycle_batches"),
+        ('documents', '0002_retrieval_index'),
+        ('documents', '0005_lifecycle_batches'),
     ]
 
-    operations = []
+    operations = [
+    ]

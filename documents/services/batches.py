@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from documents.engines.validation import UploadRejected
-from documents.models import Batch, BatchItem, Tenant
+from documents.models import Batch, BatchItem, Collection, Tenant
 from documents.services.upload import document_upload
 from documents.services.webhooks import BATCH_COMPLETED, event_emit
 from jobs.errors import JobConflict
@@ -43,14 +43,19 @@ class Upload:
     data: Any
 
 
-def batch_create(*, tenant: Tenant, files: Iterable[Upload], user: Any = None) -> Batch:
-    """Upload every file as a new document of one batch; refusals are recorded per file."""
+def batch_create(
+    *, tenant: Tenant, files: Iterable[Upload], user: Any = None, collection: Collection | None = None
+) -> Batch:
+    """Upload every file as a new document of one batch (into ``collection``, else the tenant's
+    default one); refusals are recorded per file."""
     owner = user if isinstance(user, get_user_model()) else None
     batch = Batch.objects.create(tenant=tenant, created_by=owner)
     for position, upload in enumerate(files):
         item = BatchItem(batch=batch, position=position, filename=upload.filename[:255])
         try:
-            result = document_upload(tenant=tenant, data=upload.data, filename=upload.filename, user=user)
+            result = document_upload(
+                tenant=tenant, data=upload.data, filename=upload.filename, user=user, collection=collection
+            )
         except UploadRejected as exc:
             item.error_code, item.error_message = str(exc.code), exc.message[:300]
         else:

@@ -19,9 +19,10 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 
 from documents.engines.validation import DocxLimits, UploadRejected, ValidatedUpload, validate_upload
-from documents.models import Document, DocumentVersion, Tenant
+from documents.models import Collection, Document, DocumentVersion, Tenant
 from documents.pipeline import KIND
 from documents.services.attributes import check_attributes
+from documents.services.collections import default_collection
 from jobs.models import Actor, Job
 from jobs.quotas import QueueFull, check_queue
 from jobs.services.lifecycle import job_create
@@ -92,8 +93,12 @@ def document_upload(
     user: AbstractBaseUser | AnonymousUser | None = None,
     document: Document | None = None,
     attributes: Any = None,
+    collection: Collection | None = None,
 ) -> UploadResult:
     """Upload a new document, or (with ``document``) a new version of one.
+
+    A new document goes into ``collection`` (the tenant's default collection when none is
+    given); a new version stays in its document's collection.
 
     ``attributes`` (decoded JSON, optional) become the document's attributes; for a new version
     they replace the document's, like ``title``.
@@ -103,6 +108,8 @@ def document_upload(
     """
     if document is not None and document.tenant_id != tenant.pk:
         raise ValueError("the document belongs to another tenant")
+    if collection is not None and collection.tenant_id != tenant.pk:
+        raise ValueError("the collection belongs to another tenant")
     checked_attributes = check_attributes(attributes) if attributes is not None else None
     checked = validate_upload(
         data, filename=filename, max_bytes=settings.DOCUMENTS_MAX_UPLOAD_BYTES, docx_limits=docx_limits()
@@ -116,7 +123,7 @@ def document_upload(
     check_quota(tenant)  # cheap early answer; the engine checks again under a lock (job_create)
     stored = default_storage.save(_generated_name(tenant, checked), ContentFile(checked.content))
     try:
-        return _create_version(tenant, checked, stored, title, checked_attributes, user, document)
+        return _create_version(tenant, checked, stored, title, checked_attributes, user, document, collection)
     except BaseException:
         default_storage.delete(stored)  # nothing half-made stays behind
         raise
@@ -134,12 +141,14 @@ def _create_version(
     attributes: dict[str, Any] | None,
     user: AbstractBaseUser | AnonymousUser | None,
     document: Document | None,
+    collection: Collection | None,
 ) -> UploadResult:
     owner = user if isinstance(user, get_user_model()) else None
     with transaction.atomic():
         if document is None:
             document = Document.objects.create(
                 tenant=tenant,
+                collection=collection or default_collection(tenant),
                 title=(title or checked.safe_name)[:300],
                 created_by=owner,
                 attributes=attributes or {},

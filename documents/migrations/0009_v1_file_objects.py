@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('documents', '0006_merge_retrieval_lifecycle'),
+        ('documents', '0008_document_collection_required'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
