@@ -12,6 +12,7 @@ from django.http import HttpRequest, JsonResponse
 from rest_framework.response import Response
 
 from documents.api.errors import handle_exception
+from documents.services.collections import CollectionInputError
 from documents.services.files import FileInputError
 
 _TYPES = {
@@ -53,6 +54,8 @@ def handle_v1_exception(exc: Exception, context: dict[str, Any]) -> Response | N
         return Response(openai_error(exc.http_status, exc.code, exc.message, exc.param), exc.http_status)
     if isinstance(exc, FileInputError):
         return Response(openai_error(exc.http_status, exc.code, exc.message, exc.param), exc.http_status)
+    if isinstance(exc, CollectionInputError):
+        return Response(openai_error(400, exc.code, exc.message, exc.field), 400)
     response = handle_exception(exc, context)
     if response is None:
         return None

@@ -29,10 +29,14 @@ def _limit(raw: str | None) -> int:
 
 
 def keyset_page(
-    queryset: QuerySet[Any], params: Any, render: Callable[[Any], dict[str, Any]]
+    queryset: QuerySet[Any],
+    params: Any,
+    render: Callable[[Any], dict[str, Any]],
+    cursor: Callable[[str], Q] = lambda value: Q(pk=value),
 ) -> dict[str, Any]:
     """One page of ``queryset`` (a tenant's objects with ``created_at`` and ``id``) as an OpenAI
-    list: ``{"object": "list", "data", "first_id", "last_id", "has_more"}``."""
+    list: ``{"object": "list", "data", "first_id", "last_id", "has_more"}``. ``cursor`` turns a
+    public id (the ``after``/``before`` value) into the condition finding its row."""
     limit = _limit(params.get("limit"))
     order = params.get("order") or "desc"
     if order not in ("asc", "desc"):
@@ -41,12 +45,12 @@ def keyset_page(
     forward = not before  # 'before' pages backwards from the cursor, then is shown in order
     descending = (order == "desc") == forward
     if after or before:
-        cursor_id = after or before
-        cursor: Model | None = queryset.filter(pk=cursor_id).only("pk", "created_at").first()
-        if cursor is None:
+        anchor = queryset.select_related(None).filter(cursor(str(after or before)))
+        found: Model | None = anchor.only("pk", "created_at").first()
+        if found is None:
             param = "after" if after else "before"
             raise V1Error(400, "invalid_cursor", f"{param} is not an id of this list.", param)
-        at, pk = cursor.created_at, cursor.pk  # type: ignore[attr-defined]
+        at, pk = found.created_at, found.pk  # type: ignore[attr-defined]
         if descending:
             queryset = queryset.filter(Q(created_at__lt=at) | Q(created_at=at, pk__lt=pk))
         else:

@@ -44,6 +44,22 @@ OPERATIONS += [
     ("GET", "/v1/files/{file_id}"),
     ("DELETE", "/v1/files/{file_id}"),
     ("GET", "/v1/files/{file_id}/content"),
+    ("POST", "/v1/vector_stores"),
+    ("GET", "/v1/vector_stores"),
+    ("GET", "/v1/vector_stores/{store_id}"),
+    ("POST", "/v1/vector_stores/{store_id}"),
+    ("DELETE", "/v1/vector_stores/{store_id}"),
+    ("POST", "/v1/vector_stores/{store_id}/search"),
+    ("POST", "/v1/vector_stores/{store_id}/files"),
+    ("GET", "/v1/vector_stores/{store_id}/files"),
+    ("GET", "/v1/vector_stores/{store_id}/files/{file_id}"),
+    ("POST", "/v1/vector_stores/{store_id}/files/{file_id}"),
+    ("DELETE", "/v1/vector_stores/{store_id}/files/{file_id}"),
+    ("GET", "/v1/vector_stores/{store_id}/files/{file_id}/content"),
+    ("POST", "/v1/vector_stores/{store_id}/file_batches"),
+    ("GET", "/v1/vector_stores/{store_id}/file_batches/{batch_id}"),
+    ("POST", "/v1/vector_stores/{store_id}/file_batches/{batch_id}/cancel"),
+    ("GET", "/v1/vector_stores/{store_id}/file_batches/{batch_id}/files"),
 ]
 EVENTS = "/api/documents/{document_id}/jobs/{job_id}/events"
 
