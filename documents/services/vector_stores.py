@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -165,10 +165,10 @@ def store_delete(*, collection: Collection, user: Any = None) -> int:
     return collection_delete(collection=collection, user=user, via="v1")
 
 
-def stores_expire_sweep(limit: int) -> list[Any]:
+def stores_expire_sweep(limit: int, now: datetime | None = None) -> list[Any]:
     """Reaper sweep: delete stores whose ``expires_at`` passed (their documents through the delete
     service). Returns the ids it deleted."""
-    due = VectorStoreSettings.objects.filter(expires_at__lte=timezone.now()).order_by("expires_at")
+    due = VectorStoreSettings.objects.filter(expires_at__lte=now or timezone.now()).order_by("expires_at")
     deleted = []
     for settings_row in due.select_related("collection")[:limit]:
         store_delete(collection=settings_row.collection, user=None)

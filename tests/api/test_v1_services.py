@@ -1,0 +1,111 @@
+"""The vector-store services under /v1: a static chunking strategy honoured by the chunk stage
+(size and overlap), the reaper's expiry sweep, and the refusals of bad settings."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from documents.engines.chunking import estimate_tokens
+from documents.models import Chunk, Collection, Document, Tenant
+from documents.search import search
+from documents.services import vector_stores as vs
+from documents.services.files import file_create
+from jobs.models import Status
+from jobs.services.reaper import _SWEEPS
+from tests.documents.helpers import make_tenant, run_until_idle
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WORDS = " ".join(f"word{i:04d}" for i in range(1500))  # one long paragraph of distinct words
+
+
+def attach_and_run(
+    tenant: Tenant, collection: Collection, data: bytes, name: str, **kwargs: Any
+) -> list[Chunk]:
+    obj = file_create(tenant=tenant, user=None, data=data, filename=name, purpose="assistants")
+    attached = vs.file_attach(tenant=tenant, collection=collection, file_id=obj.pk, **kwargs)
+    job = run_until_idle(vs.job_of(attached).pk)  # type: ignore[union-attr]
+    assert job.status == Status.READY, (job.status, job.error_code)
+    return list(Chunk.objects.filter(version=attached.document.latest_version).order_by("ordinal"))
+
+
+def test_a_static_chunking_strategy_sets_chunk_size_and_overlap() -> None:
+    tenant = make_tenant()
+    store = vs.store_create(
+        tenant=tenant, name="s", metadata=None, expires_after=None, chunking_strategy=None
+    )
+    static = {"type": "static", "static": {"max_chunk_size_tokens": 120, "chunk_overlap_tokens": 30}}
+    small = attach_and_run(tenant, store, WORDS.encode(), "a.txt", chunking_strategy=static)
+    auto = attach_and_run(tenant, store, (WORDS + " ").encode(), "b.txt")
+
+    assert len(small) > len(auto) > 1
+    assert all(estimate_tokens(c.text) <= 120 for c in small)
+    assert max(estimate_tokens(c.text) for c in auto) > 120  # the settings' sizes otherwise
+    for before, after in itertools.pairwise(small):
+        first_word = after.text.split()[0]
+        assert first_word in before.text.split()  # starts inside the previous chunk
+        assert after.text.split()[:3] != before.text.split()[:3]
+    assert not any(a.text.split()[0] in b.text.split() for b, a in itertools.pairwise(auto))
+
+
+def test_the_store_settings_chunking_applies_to_its_files() -> None:
+    tenant = make_tenant()
+    static = {"type": "static", "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 0}}
+    store = vs.store_create(
+        tenant=tenant, name="s", metadata=None, expires_after=None, chunking_strategy=static
+    )
+    chunks = attach_and_run(tenant, store, WORDS.encode(), "a.txt")
+    assert all(estimate_tokens(c.text) <= 100 for c in chunks)
+
+
+def test_an_expired_store_is_deleted_by_the_reaper_sweep() -> None:
+    tenant = make_tenant()
+    store = vs.store_create(
+        tenant=tenant,
+        name="s",
+        metadata=None,
+        expires_after={"anchor": "last_active_at", "days": 1},
+        chunking_strategy=None,
+    )
+    attach_and_run(tenant, store, b"The heron waited in the reeds.", "heron.txt")
+    keep = vs.store_create(tenant=tenant, name="k", metadata=None, expires_after=None, chunking_strategy=None)
+    assert search(tenant, "heron reeds")
+    assert "documents.vector_store_expiry" in _SWEEPS
+
+    assert vs.stores_expire_sweep(10) == []  # not yet
+    later = timezone.now() + timedelta(days=1, minutes=1)
+    assert vs.stores_expire_sweep(10, now=later) == [vs.store_ref(store)]
+    assert not Collection.objects.filter(pk=store.pk).exists()
+    assert Collection.objects.filter(pk=keep.pk).exists()
+    assert not search(tenant, "heron reeds")
+    assert not Document.objects.filter(deleted_at=None, title="heron.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("expires_after", {"anchor": "created_at", "days": 3}),
+        ("expires_after", {"anchor": "last_active_at", "days": 0}),
+        (
+            "chunking_strategy",
+            {"type": "static", "static": {"max_chunk_size_tokens": 50, "chunk_overlap_tokens": 0}},
+        ),
+        (
+            "chunking_strategy",
+            {"type": "static", "static": {"max_chunk_size_tokens": 200, "chunk_overlap_tokens": 150}},
+        ),
+        ("chunking_strategy", {"type": "other"}),
+    ],
+)
+def test_bad_store_settings_are_refused_and_nothing_is_stored(field: str, value: object) -> None:
+    tenant = make_tenant()
+    args = {"expires_after": None, "chunking_strategy": None, field: value}
+    with pytest.raises(vs.StoreInputError) as refused:
+        vs.store_create(tenant=tenant, name="s", metadata=None, **args)
+    assert refused.value.param == field
+    assert not Collection.objects.filter(tenant=tenant).exists()
