@@ -211,7 +211,11 @@ def file_page(files: Any, request: Request) -> dict[str, Any]:
 class StoreFileView(StoreView):
     @extend_schema(operation_id="v1_vector_store_files_retrieve", responses=OBJ)
     def get(self, request: Request, store_id: str, file_id: str) -> Response:
-        return Response(file_out(self.attached(self.store(store_id), file_id)))
+        """The file's status: one query besides authentication (the SDK polls this)."""
+        found = vs.attached_file(self.tenant, store_id, file_id)
+        if found is None:
+            raise not_found("file", file_id)
+        return Response(file_out(found))
 
     @extend_schema(operation_id="v1_vector_store_files_update", request=OpenApiTypes.OBJECT, responses=OBJ)
     def post(self, request: Request, store_id: str, file_id: str) -> Response:

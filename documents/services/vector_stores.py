@@ -238,6 +238,21 @@ def live_files(collection: Collection) -> Any:
     )
 
 
+def attached_file(tenant: Tenant, ref: str, file_id: str) -> VectorStoreFile | None:
+    """A store's attached file with its document, version and job in one query (the SDK polls it)."""
+    if not isinstance(ref, str) or not ref.startswith("vs_"):
+        return None
+    try:
+        pk = uuid.UUID(ref[3:])
+    except ValueError:
+        return None
+    found = VectorStoreFile.objects.filter(
+        collection_id=pk, collection__tenant=tenant, document__deleted_at=None, file_id=file_id
+    )
+    result: VectorStoreFile | None = found.select_related("document__latest_version__job").first()
+    return result
+
+
 def file_detach(*, tenant: Tenant, attached: VectorStoreFile, user: Any = None) -> None:
     """Remove the file from the store: its document goes through the delete service."""
     document_delete(tenant=tenant, document_id=attached.document_id, user=user, via="v1")

@@ -109,3 +109,39 @@ def test_bad_store_settings_are_refused_and_nothing_is_stored(field: str, value:
         vs.store_create(tenant=tenant, name="s", metadata=None, **args)
     assert refused.value.param == field
     assert not Collection.objects.filter(tenant=tenant).exists()
+
+
+def test_polling_a_file_costs_no_more_queries_than_the_status_endpoint(
+    django_assert_max_num_queries: Any,
+) -> None:
+    from rest_framework.test import APIClient
+
+    from documents.services.accounts import user_create_in_tenant
+
+    token = user_create_in_tenant(username="alice", tenant_slug="acme")
+    tenant = Tenant.objects.get(slug="acme")
+    store = vs.store_create(
+        tenant=tenant, name="s", metadata=None, expires_after=None, chunking_strategy=None
+    )
+    obj = file_create(
+        tenant=tenant, user=None, data=b"The heron waited.", filename="h.txt", purpose="assistants"
+    )
+    attached = vs.file_attach(tenant=tenant, collection=store, file_id=obj.pk)
+    job = vs.job_of(attached)
+    assert job is not None
+    client = APIClient()
+    status_url = f"/api/documents/{attached.document_id}/jobs/{job.pk}"
+    poll_url = f"/v1/vector_stores/{vs.store_ref(store)}/files/{obj.pk}"
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    with CaptureQueriesContext(connection) as status_queries:
+        assert client.get(status_url).status_code == 200
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    with django_assert_max_num_queries(len(status_queries.captured_queries)):
+        answer = client.get(poll_url)
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "in_progress"
+    assert answer["openai-poll-after-ms"] == "500"
