@@ -145,3 +145,60 @@ def test_polling_a_file_costs_no_more_queries_than_the_status_endpoint(
     assert answer.status_code == 200
     assert answer.json()["status"] == "in_progress"
     assert answer["openai-poll-after-ms"] == "500"
+
+
+def test_vector_store_refusals_have_the_openai_shape_and_name_the_parameter() -> None:
+    from rest_framework.test import APIClient
+
+    from documents.services.accounts import user_create_in_tenant
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {user_create_in_tenant(username='a', tenant_slug='acme')}")
+
+    def refused(method: str, url: str, body: Any, status: int, code: str, param: str | None) -> None:
+        answer = getattr(client, method)(url, body, format="json")
+        assert answer.status_code == status, answer.content
+        error = answer.json()["error"]
+        assert set(error) == {"message", "type", "param", "code"}
+        assert (error["code"], error["param"]) == (code, param), error
+        assert error["type"] == "invalid_request_error"
+        assert "Traceback" not in answer.content.decode()
+
+    bad_expiry = {"name": "s", "expires_after": {"anchor": "last_active_at", "days": 9999}}
+    refused("post", "/v1/vector_stores", bad_expiry, 400, "invalid_expires_after", "expires_after")
+    refused("post", "/v1/vector_stores", {"name": 7}, 400, "invalid_name", "name")
+    assert not Collection.objects.exists()
+    store = client.post("/v1/vector_stores", {"name": "s"}, format="json").json()["id"]
+    files = f"/v1/vector_stores/{store}/files"
+    refused("post", files, {"file_id": "file-nope"}, 404, "not_found", "file_id")
+    tenant = Tenant.objects.get(slug="acme")
+    exe = file_create(
+        tenant=tenant, user=None, data=b"MZ\x90\x00" * 64, filename="x.exe", purpose="assistants"
+    )
+    answer = client.post(files, {"file_id": exe.pk}, format="json")
+    assert 400 <= answer.status_code < 500 and set(answer.json()["error"]) == {
+        "message",
+        "type",
+        "param",
+        "code",
+    }
+    assert not Document.objects.exists()  # nothing stored for a refused file
+    search = f"/v1/vector_stores/{store}/search"
+    refused(
+        "post",
+        search,
+        {"query": "x", "filters": {"type": "eq", "key": "k"}},
+        400,
+        "invalid_filter",
+        "filters.value",
+    )
+    refused(
+        "post",
+        search,
+        {"query": "x", "max_num_results": 0},
+        400,
+        "invalid_max_num_results",
+        "max_num_results",
+    )
+    refused("post", search, {"query": 5}, 400, "invalid_query", "query")
+    refused("get", "/v1/vector_stores/vs_0000/files/file-x", None, 404, "not_found", None)
