@@ -202,3 +202,42 @@ def test_vector_store_refusals_have_the_openai_shape_and_name_the_parameter() ->
     )
     refused("post", search, {"query": 5}, 400, "invalid_query", "query")
     refused("get", "/v1/vector_stores/vs_0000/files/file-x", None, 404, "not_found", None)
+
+
+def test_a_batch_of_files_with_their_own_attributes() -> None:
+    from rest_framework.test import APIClient
+
+    from documents.services.accounts import user_create_in_tenant
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {user_create_in_tenant(username='a', tenant_slug='acme')}")
+    tenant = Tenant.objects.get(slug="acme")
+    store = client.post("/v1/vector_stores", {"name": "s"}, format="json").json()["id"]
+    made = [
+        file_create(tenant=tenant, user=None, data=text.encode(), filename=f"{n}.txt", purpose="assistants")
+        for n, text in (
+            ("heron", "The heron waited in the reeds."),
+            ("otter", "The otter slid into the river."),
+        )
+    ]
+    body = {
+        "files": [
+            {"file_id": made[0].pk, "attributes": {"animal": "bird"}},
+            {"file_id": made[1].pk, "attributes": {"animal": "mammal"}},
+        ]
+    }
+    batch = client.post(f"/v1/vector_stores/{store}/file_batches", body, format="json").json()
+    assert batch["status"] == "in_progress"
+    assert batch["file_counts"] == {"in_progress": 2, "completed": 0, "failed": 0, "cancelled": 0, "total": 2}
+    for document in Document.objects.all():
+        run_until_idle(document.latest_version.job_id)  # type: ignore[union-attr]
+    done = client.get(f"/v1/vector_stores/{store}/file_batches/{batch['id']}").json()
+    assert (done["status"], done["file_counts"]["completed"]) == ("completed", 2)
+    listed = client.get(f"/v1/vector_stores/{store}/file_batches/{batch['id']}/files").json()["data"]
+    assert {f["id"]: f["attributes"] for f in listed} == {
+        made[0].pk: {"animal": "bird"},
+        made[1].pk: {"animal": "mammal"},
+    }
+    birds = {"query": "the", "filters": {"type": "eq", "key": "animal", "value": "bird"}}
+    hits = client.post(f"/v1/vector_stores/{store}/search", birds, format="json").json()["data"]
+    assert [h["file_id"] for h in hits] == [made[0].pk]

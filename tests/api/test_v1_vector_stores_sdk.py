@@ -13,6 +13,7 @@ import io
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from django.db import connection
@@ -186,6 +187,10 @@ def test_the_sdk_runs_unchanged_against_the_platform(base_url: str, processes: P
     assert client.vector_stores.delete(store.id).deleted
     with pytest.raises(openai.NotFoundError):
         client.vector_stores.retrieve(store.id)
+    everywhere = httpx.get(
+        f"{base_url}/api/search", params={"q": "rye dough baker"}, headers={"Authorization": f"Token {token}"}
+    )
+    assert everywhere.status_code == 200 and everywhere.json()["results"] == []
 
 
 def test_a_batch_cancelled_during_ocr_ends_cancelled(base_url: str, processes: Processes) -> None:
