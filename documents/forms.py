@@ -25,6 +25,8 @@ class UploadForm(forms.Form):
         max_length=300,
         help_text=_("Optional. The file name is used when empty."),
     )
+    # A new document's collection (the upload page offers the tenant's; empty: the default one).
+    collection = forms.UUIDField(label=_("Collection"), required=False)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

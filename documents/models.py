@@ -139,6 +139,9 @@ class DocumentVersion(models.Model):
     reused_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
+    # The processing settings (chunk sizes, embedder) its outputs were made with, as a key:
+    # dedup reuses a version's outputs only for the same bytes *and* the same settings.
+    processing = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         ordering = ["document", "-number"]

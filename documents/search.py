@@ -62,6 +62,7 @@ def search(
     mode: str = "hybrid",
     version: Any = None,
     document_ids: Sequence[uuid.UUID] | None = None,
+    collection_ids: Sequence[uuid.UUID] | None = None,
     filters: Filter | None = None,
     where: Sequence[tuple[str, Sequence[Any]]] = (),
 ) -> list[SearchHit]:
@@ -69,9 +70,11 @@ def search(
 
     With ``version`` the search is restricted to that one version, published or not: the
     indexing stage's probe uses it to prove a version is findable before it is published.
-    ``document_ids`` restricts it to those documents, ``filters`` (``parse_filter``'s result) to
-    documents whose attributes match, and ``where`` adds raw SQL conditions over the document row
-    (alias ``d``). All of them run inside the index queries, never after them.
+    ``document_ids`` restricts it to those documents, ``collection_ids`` to documents of those
+    collections (another tenant's ids match nothing: the tenant condition holds), ``filters``
+    (``parse_filter``'s result) to documents whose attributes match, and ``where`` adds raw SQL
+    conditions over the document row (alias ``d``). All of them run inside the index queries,
+    never after them.
     """
     query = query.strip()
     if not query or k <= 0:
@@ -87,6 +90,7 @@ def search(
         embedder=embedder.name,
         version_id=uuid.UUID(str(version)) if version is not None else None,
         document_ids=document_ids,
+        collection_ids=collection_ids,
         where=tuple(conditions),
     )
     tokens = query_tokens(query)

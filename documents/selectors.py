@@ -7,6 +7,7 @@ ids of another tenant alike, so a caller cannot tell the two apart.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -79,10 +80,14 @@ def state_filter(word: str) -> Q:
     return Q(**{f"{prefix}status": word})
 
 
-def documents_of(tenant: Tenant, *, state: str | None = None) -> QuerySet[Document]:
+def documents_of(
+    tenant: Tenant, *, state: str | None = None, collection_ids: Sequence[Any] | None = None
+) -> QuerySet[Document]:
     documents = Document.objects.filter(tenant=tenant, deleted_at=None).select_related(
         "published_version", "latest_version__job"
     )
+    if collection_ids is not None:  # another tenant's ids match nothing: the tenant filter holds
+        documents = documents.filter(collection_id__in=list(collection_ids))
     if state:
         documents = documents.filter(state_filter(state))
     return documents.order_by("-created_at", "pk")

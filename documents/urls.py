@@ -5,7 +5,7 @@ import re
 from django.conf import settings
 from django.urls import URLPattern, path, re_path
 
-from documents import views, views_lifecycle
+from documents import views, views_collections, views_lifecycle
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
@@ -16,6 +16,13 @@ urlpatterns: list[URLPattern] = [
     path(f"{JOB}/cancel", views.job_cancel_view, name="job-cancel"),
     path(f"{JOB}/retry", views.job_retry_view, name="job-retry"),
     path("search", views.search_page, name="search"),
+    path("collections/", views_collections.collection_list, name="collections"),
+    path("collections/<str:collection_id>/", views_collections.collection_detail, name="collection"),
+    path(
+        "documents/<str:document_id>/versions/<int:number>/chunks",
+        views_collections.version_chunks,
+        name="version-chunks",
+    ),
     path("documents/<str:document_id>/delete", views_lifecycle.document_delete_view, name="document-delete"),
 ]
 

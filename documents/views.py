@@ -38,6 +38,7 @@ from documents.selectors import (
     tenant_for,
     versions_of,
 )
+from documents.services.collections import collection_of, collections_of
 from documents.services.upload import UploadResult, document_upload
 from documents.templatetags.status_words import js_catalog
 from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES, page_throttled
@@ -97,6 +98,13 @@ def _upload(
             form.add_error("file", _("Too many uploads in a short time. Wait a minute and try again."))
         return None, 429
     upload = forms[0].cleaned_data["file"]
+    collection = None
+    if document is None and forms[0].cleaned_data.get("collection"):
+        collection = collection_of(tenant, forms[0].cleaned_data["collection"])
+        if collection is None:
+            for form in forms:
+                form.add_error("collection", _("No such collection in your workspace."))
+            return None, 404
     try:
         result = document_upload(
             tenant=tenant,
@@ -105,6 +113,7 @@ def _upload(
             title=forms[0].cleaned_data["title"],
             user=request.user,
             document=document,
+            collection=collection,
         )
     except UploadRejected as exc:
         for form in forms:
@@ -132,9 +141,16 @@ def document_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
         result, http_status = _upload(request, tenant, [form])
         if result is not None:
             return _after_upload(request, result)
-    page = Paginator(documents_of(tenant), DOCUMENTS_PER_PAGE).get_page(request.GET.get("page"))
+    collections = list(collections_of(tenant))
+    chosen = (
+        collection_of(tenant, request.GET.get("collection", "")) if request.GET.get("collection") else None
+    )
+    if request.GET.get("collection") and chosen is None:
+        raise Http404
+    documents = documents_of(tenant, collection_ids=[chosen.pk] if chosen else None)
+    page = Paginator(documents, DOCUMENTS_PER_PAGE).get_page(request.GET.get("page"))
     rows = [{"document": d, "status": _status_of(d.latest_version)} for d in page]
-    context = {"page": page, "rows": rows, "form": form}
+    context = {"page": page, "rows": rows, "form": form, "collections": collections, "chosen": chosen}
     return render(request, "documents/list.html", context, status=http_status)
 
 

@@ -15,6 +15,7 @@ from documents.api.errors import ApiError
 from documents.api.views import ERRORS, TenantView
 from documents.models import Batch
 from documents.services.batches import Upload, batch_cancel, batch_create, batch_items, file_counts
+from documents.services.collections import collection_of
 
 MAX_FILES = 100
 
@@ -22,6 +23,9 @@ MAX_FILES = 100
 class BatchIn(serializers.Serializer[Any]):
     files = serializers.ListField(
         child=serializers.FileField(allow_empty_file=True), help_text="The field repeated once per file."
+    )
+    collection = serializers.UUIDField(
+        required=False, help_text="The documents' collection (default: the default one)."
     )
 
 
@@ -55,8 +59,16 @@ class BatchesView(TenantView):
             raise ApiError(400, "no_files", "Send one or more files, each in a field named 'files'.")
         if len(uploads) > MAX_FILES:
             raise ApiError(400, "too_many_files", f"Send at most {MAX_FILES} files per batch.")
+        collection = None
+        if request.POST.get("collection"):
+            collection = collection_of(self.tenant, request.POST["collection"])
+            if collection is None:  # unknown, malformed or another tenant's
+                raise ApiError(404, "collection_not_found", "No such collection in your workspace.")
         batch = batch_create(
-            tenant=self.tenant, files=[Upload(u.name or "", u) for u in uploads], user=request.user
+            tenant=self.tenant,
+            files=[Upload(u.name or "", u) for u in uploads],
+            user=request.user,
+            collection=collection,
         )
         return Response(batch_out(batch), status=status.HTTP_201_CREATED)
 

@@ -44,6 +44,10 @@ class UploadIn(serializers.Serializer[Any]):
         max_length=20_000,
         help_text=f'A JSON object, e.g. {{"year": 2024}}. {ATTRIBUTES_HELP}',
     )
+    collection = serializers.UUIDField(
+        required=False,
+        help_text="The collection's id (a new document only; default: the workspace's default).",
+    )
 
 
 class DocumentPatchIn(serializers.Serializer[Any]):
@@ -53,8 +57,24 @@ class DocumentPatchIn(serializers.Serializer[Any]):
     attributes = AttributesField(required=False, help_text=f"Replaces all attributes. {ATTRIBUTES_HELP}")
 
 
+COLLECTIONS_HELP = "Only documents of these collections (ids, comma-separated)."
+
+
+class CollectionIdsField(serializers.ListField):
+    """Collection ids as a comma-separated query parameter (``collections=a,b``)."""
+
+    child = serializers.UUIDField()
+
+    def to_internal_value(self, data: Any) -> Any:
+        items = [data] if isinstance(data, str) else list(data)
+        parts = [part.strip() for item in items for part in str(item).split(",")]
+        return super().to_internal_value([part for part in parts if part])
+
+
 class ListIn(serializers.Serializer[Any]):
     state = serializers.ChoiceField(choices=STATE_WORDS, required=False, help_text="Latest version's state.")
+    collection = serializers.UUIDField(required=False, help_text="Only documents of this collection.")
+    collections = CollectionIdsField(required=False, max_length=100, help_text=COLLECTIONS_HELP)
 
 
 SEARCH_MODES = ["hybrid", "semantic", "lexical"]
@@ -68,6 +88,7 @@ class SearchIn(serializers.Serializer[Any]):
     q = serializers.CharField(max_length=500, help_text="What to look for.")
     k = serializers.IntegerField(min_value=1, max_value=50, default=10, help_text="How many results.")
     mode = serializers.ChoiceField(choices=SEARCH_MODES, default="hybrid", help_text=MODE_HELP)
+    collections = CollectionIdsField(required=False, max_length=100, help_text=COLLECTIONS_HELP)
 
 
 class SearchBodyIn(serializers.Serializer[Any]):
@@ -82,6 +103,9 @@ class SearchBodyIn(serializers.Serializer[Any]):
     )
     document_ids = serializers.ListField(
         child=serializers.UUIDField(), required=False, max_length=100, help_text="Only these documents."
+    )
+    collections = serializers.ListField(
+        child=serializers.UUIDField(), required=False, max_length=100, help_text="Only these collections."
     )
 
 
@@ -125,11 +149,21 @@ class JobStatusOut(serializers.Serializer[Any]):
     events_url = serializers.CharField()
 
 
+class ReusedFromOut(serializers.Serializer[Any]):
+    document_id = serializers.UUIDField()
+    version = serializers.IntegerField()
+
+
 class UploadOut(serializers.Serializer[Any]):
     document_id = serializers.UUIDField()
     version = serializers.IntegerField()
     job_id = serializers.UUIDField()
     duplicate = serializers.BooleanField(help_text="True when identical to the published version.")
+    reused_from = ReusedFromOut(
+        allow_null=True,
+        help_text="The published version of this workspace with the same bytes and settings whose "
+        "verified outputs this version copies (its job still reports every stage); null: processed anew.",
+    )
     status_url = serializers.CharField()
     events_url = serializers.CharField()
 
@@ -148,6 +182,7 @@ class VersionOut(serializers.Serializer[Any]):
 
 class DocumentOut(serializers.Serializer[Any]):
     document_id = serializers.UUIDField()
+    collection_id = serializers.UUIDField()
     title = serializers.CharField()
     attributes = AttributesField(help_text=ATTRIBUTES_HELP)
     created_at = serializers.DateTimeField()

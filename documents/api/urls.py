@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from documents.api import batches, sse, views, webhooks
+from documents.api import batches, collections, inspection, sse, views, webhooks
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
@@ -16,6 +16,16 @@ urlpatterns = [
         views.VersionView.as_view(),
         name="api-version",
     ),
+    re_path(
+        r"^documents/(?P<document_id>[^/]+)/versions/(?P<number>[0-9]+)/chunks/?$",
+        inspection.ChunksView.as_view(),
+        name="api-version-chunks",
+    ),
+    re_path(
+        r"^documents/(?P<document_id>[^/]+)/versions/(?P<number>[0-9]+)/text/?$",
+        inspection.TextView.as_view(),
+        name="api-version-text",
+    ),
     path(JOB, views.JobView.as_view(), name="api-job"),
     path(f"{JOB}/cancel", views.JobCancelView.as_view(), name="api-job-cancel"),
     path(f"{JOB}/retry", views.JobRetryView.as_view(), name="api-job-retry"),
@@ -28,6 +38,13 @@ urlpatterns = [
     ),
     re_path(r"^webhooks/?$", webhooks.WebhooksView.as_view(), name="api-webhooks"),
     re_path(r"^webhooks/(?P<endpoint_id>[^/]+)/?$", webhooks.WebhookView.as_view(), name="api-webhook"),
+    # Collections: both slash forms, without a redirect (it would drop a PATCH or DELETE body).
+    re_path(r"^collections/?$", collections.CollectionsView.as_view(), name="api-collections"),
+    re_path(
+        r"^collections/(?P<collection_id>[^/]+)/?$",
+        collections.CollectionView.as_view(),
+        name="api-collection",
+    ),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

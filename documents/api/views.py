@@ -32,6 +32,8 @@ from documents.services.attributes import (
     check_title,
     document_update,
 )
+from documents.services.collections import collection_of
+from documents.services.dedup import reused_from_out
 from documents.services.delete import DeleteRefused, DeleteResult, document_delete, version_delete
 from documents.services.upload import UploadResult, document_upload
 from documents.templatetags.search_marks import highlight
@@ -91,6 +93,11 @@ class TenantView(APIView):
         form.is_valid(raise_exception=True)
         upload = form.validated_data["file"]
         attributes_text = form.validated_data.get("attributes") or ""
+        collection = None
+        if document is None and form.validated_data.get("collection") is not None:
+            collection = collection_of(self.tenant, form.validated_data["collection"])
+            if collection is None:
+                raise ApiError(404, "collection_not_found", "No such collection in your workspace.")
         result = document_upload(
             tenant=self.tenant,
             data=upload,
@@ -98,6 +105,7 @@ class TenantView(APIView):
             title=form.validated_data.get("title", ""),
             user=request.user,
             document=document,
+            collection=collection,
             attributes=attributes_from_json(attributes_text) if attributes_text.strip() else None,
         )
         return upload_answer(result)
@@ -117,6 +125,8 @@ def upload_answer(result: UploadResult) -> Response:
         "version": result.version.number,
         "job_id": str(result.job.pk),
         "duplicate": result.duplicate,
+        # Dedup: the earlier version whose verified outputs this one copies (null: processed anew).
+        "reused_from": None if result.duplicate else reused_from_out(result.version),
         "status_url": body["status_url"],
         "events_url": body["events_url"],
     }
@@ -128,6 +138,7 @@ def document_summary(document: Document) -> dict[str, Any]:
     published = document.published_version
     return {
         "document_id": str(document.pk),
+        "collection_id": str(document.collection_id),
         "title": document.title,
         "attributes": document.attributes,
         "created_at": document.created_at.isoformat(),
@@ -153,9 +164,13 @@ class DocumentsView(TenantView):
     def get(self, request: Request) -> Response:
         query = s.ListIn(data=request.query_params)
         query.is_valid(raise_exception=True)
+        data = query.validated_data
+        collection_ids = list(data.get("collections") or [])
+        if data.get("collection") is not None:
+            collection_ids.append(data["collection"])
         paginator = Pages()
         page = paginator.paginate_queryset(
-            documents_of(self.tenant, state=query.validated_data.get("state")), request
+            documents_of(self.tenant, state=data.get("state"), collection_ids=collection_ids or None), request
         )
         return paginator.get_paginated_response([document_summary(d) for d in page or []])
 
@@ -311,7 +326,7 @@ class SearchView(TenantView):
         query = s.SearchIn(data=request.query_params)
         query.is_valid(raise_exception=True)
         data = query.validated_data
-        return self.answer(data["q"], data["k"], data["mode"])
+        return self.answer(data["q"], data["k"], data["mode"], collection_ids=data.get("collections"))
 
     @extend_schema(request=s.SearchBodyIn, responses={200: s.SearchOut, **ERRORS})
     def post(self, request: Request) -> Response:
@@ -320,12 +335,29 @@ class SearchView(TenantView):
         data = body.validated_data
         raw = data.get("filters")
         filters = parse_filter(raw) if raw is not None else None  # FilterError: a 400 naming the field
-        return self.answer(data["query"], data["k"], data["mode"], filters, data.get("document_ids"))
+        return self.answer(
+            data["query"], data["k"], data["mode"], filters, data.get("document_ids"), data.get("collections")
+        )
 
     def answer(
-        self, q: str, k: int, mode: Any, filters: Filter | None = None, document_ids: list[Any] | None = None
+        self,
+        q: str,
+        k: int,
+        mode: Any,
+        filters: Filter | None = None,
+        document_ids: list[Any] | None = None,
+        collection_ids: list[Any] | None = None,
     ) -> Response:
-        hits = search(self.tenant, q, k, mode=mode, filters=filters, document_ids=document_ids)
+        # Another tenant's collection ids match nothing: the search is the tenant's first.
+        hits = search(
+            self.tenant,
+            q,
+            k,
+            mode=mode,
+            filters=filters,
+            document_ids=document_ids,
+            collection_ids=collection_ids,
+        )
         return Response({"query": q, "mode": mode, "results": [hit_out(h, q) for h in hits]})
 
 

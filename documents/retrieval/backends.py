@@ -45,6 +45,7 @@ class Scope:
     embedder: str
     version_id: uuid.UUID | None = None
     document_ids: Sequence[uuid.UUID] | None = None
+    collection_ids: Sequence[uuid.UUID] | None = None
     where: Sequence[tuple[str, Sequence[Any]]] = field(default_factory=tuple)
 
 
@@ -71,6 +72,10 @@ def _scope_sql(scope: Scope, tenant: str = "e.tenant_id") -> tuple[str, list[Any
     if scope.document_ids is not None:
         ids = list(scope.document_ids) or [uuid.UUID(int=0)]
         sql += f" AND e.document_id IN ({', '.join(['%s'] * len(ids))})"
+        params.extend(_uuid(i) for i in ids)
+    if scope.collection_ids is not None:
+        ids = list(scope.collection_ids) or [uuid.UUID(int=0)]
+        sql += f" AND d.collection_id IN ({', '.join(['%s'] * len(ids))})"
         params.extend(_uuid(i) for i in ids)
     for fragment, fragment_params in scope.where:
         sql += f" AND ({fragment})"

@@ -23,6 +23,7 @@ from documents.models import Collection, Document, DocumentVersion, Tenant
 from documents.pipeline import KIND
 from documents.services.attributes import check_attributes
 from documents.services.collections import default_collection
+from documents.services.dedup import processing_key, reusable_version
 from jobs.models import Actor, Job
 from jobs.quotas import QueueFull, check_queue
 from jobs.services.lifecycle import job_create
@@ -94,6 +95,7 @@ def document_upload(
     document: Document | None = None,
     attributes: Any = None,
     collection: Collection | None = None,
+    chunking: dict[str, Any] | None = None,
 ) -> UploadResult:
     """Upload a new document, or (with ``document``) a new version of one.
 
@@ -123,7 +125,9 @@ def document_upload(
     check_quota(tenant)  # cheap early answer; the engine checks again under a lock (job_create)
     stored = default_storage.save(_generated_name(tenant, checked), ContentFile(checked.content))
     try:
-        return _create_version(tenant, checked, stored, title, checked_attributes, user, document, collection)
+        return _create_version(
+            tenant, checked, stored, title, checked_attributes, user, document, collection, chunking
+        )
     except BaseException:
         default_storage.delete(stored)  # nothing half-made stays behind
         raise
@@ -142,6 +146,7 @@ def _create_version(
     user: AbstractBaseUser | AnonymousUser | None,
     document: Document | None,
     collection: Collection | None,
+    chunking: dict[str, Any] | None = None,
 ) -> UploadResult:
     owner = user if isinstance(user, get_user_model()) else None
     with transaction.atomic():
@@ -164,7 +169,12 @@ def _create_version(
                 Document.objects.filter(pk=document.pk).update(attributes=attributes)
         number = document.latest_number + 1
         Document.objects.filter(pk=document.pk).update(latest_number=number)
+        key = processing_key(chunking)  # a /v1 static chunking is part of what outputs depend on
         version = DocumentVersion.objects.create(
+            processing=key,
+            # Dedup (one rule for every entry point): the same bytes, published and verified in
+            # this tenant with the same settings, are copied by the stages, not processed again.
+            reused_from=reusable_version(tenant, checked.sha256, key),
             document=document,
             number=number,
             file=stored,

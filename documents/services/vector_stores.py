@@ -207,25 +207,27 @@ def file_attach(
     chunking = check_chunking(chunking_strategy) if chunking_strategy is not None else None
     if chunking is None:
         chunking = settings_of(collection).chunking_strategy or dict(AUTO)
-    result = document_upload(
-        tenant=tenant,
-        data=file_read(obj),
-        filename=obj.filename,
-        title=obj.filename,
-        user=user,
-        attributes=attributes,
-        collection=collection,
-    )
     try:
-        attached = VectorStoreFile.objects.create(
-            collection=collection,
-            file_id=obj.pk,
-            document=result.document,
-            batch=batch,
-            chunking_strategy=chunking,
-        )
-    except IntegrityError:  # the same file attached by a concurrent request: keep one document
-        document_delete(tenant=tenant, document_id=result.document.pk, user=user, via="v1")
+        # One transaction: the attachment (and its chunking) exists before the job can run.
+        with transaction.atomic():
+            result = document_upload(
+                tenant=tenant,
+                data=file_read(obj),
+                filename=obj.filename,
+                title=obj.filename,
+                user=user,
+                attributes=attributes,
+                collection=collection,
+                chunking=chunking,
+            )
+            attached = VectorStoreFile.objects.create(
+                collection=collection,
+                file_id=obj.pk,
+                document=result.document,
+                batch=batch,
+                chunking_strategy=chunking,
+            )
+    except IntegrityError:  # the same file attached by a concurrent request: that one stays
         return VectorStoreFile.objects.get(collection=collection, file_id=obj.pk)
     store_touch(collection)
     return attached

@@ -9,6 +9,7 @@ from django.conf import settings
 from documents.causes import EMPTY_INPUT, TOO_MANY_CHUNKS
 from documents.engines.chunking import Block, ChunkInputPage, chunk_pages, with_overlap
 from documents.models import Chunk, Page, VectorStoreFile
+from documents.services.dedup import copy_chunks, source_of
 from documents.stages.common import version_of
 from jobs.context import StageContext
 from jobs.errors import StageFailure
@@ -49,6 +50,13 @@ def chunk_sizes(document_id: uuid.UUID) -> tuple[int, int, int]:
 
 def run(ctx: StageContext) -> None:
     version = version_of(ctx)
+    source = source_of(version)
+    if source is not None:  # dedup: the same pages and settings give the same chunks; copied
+        total = Chunk.objects.filter(version=source).count()
+        if total:
+            with ctx.write(checkpoint={"chunks": total, "reused": True}, done=total, total=total):
+                copy_chunks(source, version)
+            return
     target, maximum, overlap = chunk_sizes(version.document_id)
     chunks = with_overlap(
         chunk_pages(input_pages(version.pk), target_tokens=target, max_tokens=maximum), overlap

@@ -11,6 +11,7 @@ from django.db import connection
 from documents.embedders import configured_embedder
 from documents.models import Chunk, ChunkVector
 from documents.retrieval import pgvector
+from documents.services.dedup import copy_vectors, source_of
 from documents.stages.common import version_of
 from jobs.context import StageContext
 
@@ -21,6 +22,15 @@ def run(ctx: StageContext) -> None:
     size = int(settings.EMBEDDING_BATCH_SIZE)
     batches = math.ceil(len(chunks) / size)
     embedder = configured_embedder()
+    source = source_of(version)
+    if source is not None and ChunkVector.objects.filter(
+        version=source, embedder=embedder.name
+    ).count() == len(
+        chunks
+    ):  # dedup: every chunk's vector of this embedder exists already; copied (no embedder call)
+        with ctx.write(checkpoint={"next_batch": batches, "reused": True}, done=batches, total=batches):
+            copy_vectors(source, version, embedder.name)
+        return
     start = int(ctx.checkpoint.get("next_batch", 0))
     # With pgvector the vector is stored once, in its column (``ChunkVector.vector`` stays empty).
     in_pgvector = pgvector.enabled(connection)

@@ -69,6 +69,13 @@ def run(ctx: StageContext) -> None:
     if not numbers:
         ctx.skip()
         return
+    if (
+        version.reused_from_id is not None
+        and not Page.objects.filter(version=version, needs_ocr=True, ocr_engine="").exists()
+    ):
+        # Dedup: the parse stage copied these pages with the text OCR read from the same bytes.
+        ctx.progress(len(numbers), len(numbers))
+        return
     engine_name = engine_for(ctx.hints)
     engine = ocr.get_engine(engine_name)
     size = batch_size_for(ctx.hints)

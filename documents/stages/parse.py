@@ -13,6 +13,7 @@ from documents.causes import EMPTY_INPUT
 from documents.engines.parsing import Block, ParsedPage
 from documents.models import DocumentVersion, Page
 from documents.sandbox import parse_limits, sandbox_call
+from documents.services.dedup import copy_pages, source_of
 from documents.stages.common import local_file, version_of
 from jobs.context import StageContext
 from jobs.errors import StageFailure
@@ -20,6 +21,13 @@ from jobs.errors import StageFailure
 
 def run(ctx: StageContext) -> None:
     version = version_of(ctx)
+    source = source_of(version)
+    if source is not None:  # dedup: the same bytes' verified pages, copied (no parser runs)
+        total = Page.objects.filter(version=source).count()
+        if total:
+            with ctx.write(checkpoint={"reused_from": str(source.pk)}, done=total, total=total):
+                copy_pages(source, version)
+            return
     path = local_file(ctx, version)
     limits = parse_limits()
     batch_pages = max(1, int(settings.DOCUMENTS_PARSE_BATCH_PAGES))

@@ -61,7 +61,7 @@ STATUS_KEYS = {
     "events_url",
 }
 ERROR_KEYS = {"code", "message", "retryable", "action"}
-UPLOAD_KEYS = {"document_id", "version", "job_id", "duplicate", "status_url", "events_url"}
+UPLOAD_KEYS = {"document_id", "version", "job_id", "duplicate", "reused_from", "status_url", "events_url"}
 TEXT = b"Plain notes from the harbor.\nThe tide was high.\n\nSecond paragraph about amber falcons.\n"
 
 # Text that must never reach an API client: tracebacks, source paths, SQL, hosts.

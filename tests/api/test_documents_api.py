@@ -181,6 +181,7 @@ def test_list_is_paginated_newest_first(alice: Caller):
     document = body["results"][0]
     assert set(document) == {
         "document_id",
+        "collection_id",
         "title",
         "attributes",
         "created_at",
@@ -233,6 +234,7 @@ def test_detail_shows_the_published_version_the_latest_job_and_every_version(ali
     body = response.json()
     assert set(body) == {
         "document_id",
+        "collection_id",
         "title",
         "attributes",
         "created_at",

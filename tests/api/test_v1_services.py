@@ -241,3 +241,26 @@ def test_a_batch_of_files_with_their_own_attributes() -> None:
     birds = {"query": "the", "filters": {"type": "eq", "key": "animal", "value": "bird"}}
     hits = client.post(f"/v1/vector_stores/{store}/search", birds, format="json").json()["data"]
     assert [h["file_id"] for h in hits] == [made[0].pk]
+
+
+def test_one_file_in_two_stores_with_other_chunking_is_chunked_twice_not_copied() -> None:
+    tenant = make_tenant()
+    static = {"type": "static", "static": {"max_chunk_size_tokens": 120, "chunk_overlap_tokens": 0}}
+    small = vs.store_create(
+        tenant=tenant, name="a", metadata=None, expires_after=None, chunking_strategy=static
+    )
+    plain = vs.store_create(
+        tenant=tenant, name="b", metadata=None, expires_after=None, chunking_strategy=None
+    )
+    obj = file_create(tenant=tenant, user=None, data=WORDS.encode(), filename="w.txt", purpose="assistants")
+    chunked = {}
+    for store in (small, plain):
+        attached = vs.file_attach(tenant=tenant, collection=store, file_id=obj.pk)
+        job = run_until_idle(vs.job_of(attached).pk)  # type: ignore[union-attr]
+        assert job.status == Status.READY
+        version = attached.document.latest_version
+        assert version is not None
+        assert version.reused_from_id is None  # other chunking: never a dedup source
+        chunked[store.name] = [c.text for c in Chunk.objects.filter(version=version).order_by("ordinal")]
+    assert len(chunked["a"]) > len(chunked["b"])
+    assert max(estimate_tokens(t) for t in chunked["b"]) > 120

@@ -209,3 +209,23 @@ def test_editing_documents_needs_the_change_document_permission(operator):
     assert change_document(operator, document, "Edited", '{"a": 1}').status_code == 302
     document.refresh_from_db()
     assert (document.title, document.attributes) == ("Edited", {"a": 1})
+
+
+def test_the_collection_admin_lists_counts_and_deletes_through_the_service(admin_client, settings, tmp_path):
+    from documents.models import Collection, Deletion
+
+    settings.MEDIA_ROOT = tmp_path / "media"
+    document = Document.objects.get(pk=document_job().subject_id)
+    collection = document.collection
+    page = admin_client.get("/admin/documents/collection/").content.decode()
+    assert collection.name in page and '<td class="field-documents">1</td>' in page
+    assert admin_client.get(f"/admin/documents/collection/{collection.pk}/change/").status_code == 200
+
+    response = admin_client.post(
+        "/admin/documents/collection/",
+        {"action": "delete_collections", "_selected_action": [str(collection.pk)]},
+    )
+
+    assert response.status_code == 302
+    assert not Collection.objects.filter(pk=collection.pk).exists()
+    assert Deletion.objects.get(document_id=document.pk).via == "admin"

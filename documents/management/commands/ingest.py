@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from documents.engines.validation import UploadRejected
 from documents.models import Document, Tenant
+from documents.services.collections import collection_of
 from documents.services.upload import document_upload
 from documents.templatetags.status_words import action_label, cause_message, state_label
 from jobs.executor import run_job
@@ -73,6 +74,11 @@ class Command(BaseCommand):
             action="store_true",
             help="Run the jobs in this process instead of waiting for workers.",
         )
+        parser.add_argument(
+            "--collection",
+            default="",
+            help="Id of the collection new documents go into (default: the default one).",
+        )
         parser.add_argument("--timeout", type=float, default=1800, help="Seconds to follow before giving up.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -84,6 +90,11 @@ class Command(BaseCommand):
                     "or add --create-tenant to create it"
                 )
             tenant = Tenant.objects.create(slug=options["tenant"], name=options["tenant"])
+        collection = None
+        if options["collection"]:
+            collection = collection_of(tenant, options["collection"])
+            if collection is None:
+                raise CommandError(f"the tenant has no collection with the id {options['collection']!r}")
         failed = 0
         jobs: dict[str, Any] = {}
         for path in collect(options["paths"]):
@@ -93,7 +104,11 @@ class Command(BaseCommand):
             try:
                 with path.open("rb") as handle:
                     result = document_upload(
-                        tenant=tenant, data=handle, filename=path.name, document=existing
+                        tenant=tenant,
+                        data=handle,
+                        filename=path.name,
+                        document=existing,
+                        collection=collection,
                     )
             except UploadRejected as rejected:
                 self.stdout.write(f"{path.name[:28]:<28} rejected: {rejected.message} ({rejected.code})")
@@ -103,6 +118,10 @@ class Command(BaseCommand):
                 self.stdout.write(f"{path.name[:28]:<28} unchanged: identical to the published version")
                 continue
             assert result.job is not None
+            if result.version.reused_from_id is not None:
+                self.stdout.write(
+                    f"{path.name[:28]:<28} already processed in this workspace: its results are reused"
+                )
             jobs[path.name] = result.job.pk
         if options["inline"]:
             for job_id in jobs.values():

@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('documents', '0008_document_collection_required'),
+        ('documents', '0009_version_processing'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

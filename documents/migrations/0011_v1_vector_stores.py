@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('documents', '0009_v1_file_objects'),
+        ('documents', '0010_v1_file_objects'),
     ]
 
     operations = [
