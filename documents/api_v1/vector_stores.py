@@ -12,15 +12,15 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Q
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from documents.api_v1 import schema as sc
 from documents.api_v1.base import V1_ERRORS, V1View
 from documents.api_v1.errors import V1Error, not_found
-from documents.api_v1.files import LIST_PARAMETERS
+from documents.api_v1.files import LIST_PARAMETERS, DeletedOut
 from documents.api_v1.pagination import keyset_page
 from documents.models import Chunk, Collection, VectorStoreFile, VectorStoreFileBatch
 from documents.retrieval.filters import parse_filter
@@ -31,7 +31,16 @@ from documents.services.collections import collections_of
 from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES
 
 POLL_AFTER_MS = "500"
-OBJ = {200: OpenApiTypes.OBJECT, **V1_ERRORS}
+FILE_LIST = [
+    *LIST_PARAMETERS,
+    OpenApiParameter("filter", str, enum=["in_progress", "completed", "failed", "cancelled"]),
+]
+
+
+def ok(serializer: Any) -> dict[int, Any]:
+    return {200: serializer, **V1_ERRORS}
+
+
 MAX_RESULTS = 50
 
 
@@ -112,7 +121,9 @@ class StoreView(V1View):
 
 
 class StoresView(StoreView):
-    @extend_schema(operation_id="v1_vector_stores_create", request=OpenApiTypes.OBJECT, responses=OBJ)
+    @extend_schema(
+        operation_id="v1_vector_stores_create", request=sc.VectorStoreIn, responses=ok(sc.VectorStoreOut)
+    )
     def post(self, request: Request) -> Response:
         """Create a vector store: name, metadata, expires_after, chunking_strategy."""
         body = body_of(request)
@@ -144,7 +155,9 @@ class StoresView(StoreView):
         except vs.StoreInputError as exc:
             raise _store_error(exc) from None
 
-    @extend_schema(operation_id="v1_vector_stores_list", parameters=LIST_PARAMETERS, responses=OBJ)
+    @extend_schema(
+        operation_id="v1_vector_stores_list", parameters=LIST_PARAMETERS, responses=ok(sc.VectorStoreListOut)
+    )
     def get(self, request: Request) -> Response:
         def cursor(ref: str) -> Q:
             found = vs.store_of(self.tenant, ref)
@@ -155,11 +168,15 @@ class StoresView(StoreView):
 
 
 class StoreDetailView(StoreView):
-    @extend_schema(operation_id="v1_vector_stores_retrieve", responses=OBJ)
+    @extend_schema(operation_id="v1_vector_stores_retrieve", responses=ok(sc.VectorStoreOut))
     def get(self, request: Request, store_id: str) -> Response:
         return Response(store_out(self.store(store_id)))
 
-    @extend_schema(operation_id="v1_vector_stores_update", request=OpenApiTypes.OBJECT, responses=OBJ)
+    @extend_schema(
+        operation_id="v1_vector_stores_update",
+        request=sc.VectorStoreUpdateIn,
+        responses=ok(sc.VectorStoreOut),
+    )
     def post(self, request: Request, store_id: str) -> Response:
         """Change name, metadata and/or expires_after."""
         collection = self.store(store_id)
@@ -171,7 +188,7 @@ class StoreDetailView(StoreView):
             raise _store_error(exc) from None
         return Response(store_out(self.store(store_id)))
 
-    @extend_schema(operation_id="v1_vector_stores_delete", responses=OBJ)
+    @extend_schema(operation_id="v1_vector_stores_delete", responses=ok(DeletedOut))
     def delete(self, request: Request, store_id: str) -> Response:
         """Delete the store and every document in it (through the delete service)."""
         vs.store_delete(collection=self.store(store_id), user=request.user)
@@ -182,12 +199,20 @@ class StoreFilesView(StoresView):
     def get_throttles(self) -> list[Any]:
         return [t() for t in UPLOAD_THROTTLES] if self.request.method == "POST" else []
 
-    @extend_schema(operation_id="v1_vector_store_files_create", request=OpenApiTypes.OBJECT, responses=OBJ)
+    @extend_schema(
+        operation_id="v1_vector_store_files_create",
+        request=sc.VectorStoreFileIn,
+        responses=ok(sc.VectorStoreFileOut),
+    )
     def post(self, request: Request, store_id: str) -> Response:  # type: ignore[override]
         """Attach a file (file_id, attributes, chunking_strategy): a document and its job."""
         return Response(file_out(self.attach(self.store(store_id), body_of(request))))
 
-    @extend_schema(operation_id="v1_vector_store_files_list", parameters=LIST_PARAMETERS, responses=OBJ)
+    @extend_schema(
+        operation_id="v1_vector_store_files_list",
+        parameters=FILE_LIST,
+        responses=ok(sc.VectorStoreFileListOut),
+    )
     def get(self, request: Request, store_id: str) -> Response:  # type: ignore[override]
         files = vs.live_files(self.store(store_id))
         return Response(file_page(files, request))
@@ -209,7 +234,7 @@ def file_page(files: Any, request: Request) -> dict[str, Any]:
 
 
 class StoreFileView(StoreView):
-    @extend_schema(operation_id="v1_vector_store_files_retrieve", responses=OBJ)
+    @extend_schema(operation_id="v1_vector_store_files_retrieve", responses=ok(sc.VectorStoreFileOut))
     def get(self, request: Request, store_id: str, file_id: str) -> Response:
         """The file's status: one query besides authentication (the SDK polls this)."""
         found = vs.attached_file(self.tenant, store_id, file_id)
@@ -217,7 +242,11 @@ class StoreFileView(StoreView):
             raise not_found("file", file_id)
         return Response(file_out(found))
 
-    @extend_schema(operation_id="v1_vector_store_files_update", request=OpenApiTypes.OBJECT, responses=OBJ)
+    @extend_schema(
+        operation_id="v1_vector_store_files_update",
+        request=sc.AttributesIn,
+        responses=ok(sc.VectorStoreFileOut),
+    )
     def post(self, request: Request, store_id: str, file_id: str) -> Response:
         """Replace the file's attributes (they are its document's attributes)."""
         attached = self.attached(self.store(store_id), file_id)
@@ -228,7 +257,7 @@ class StoreFileView(StoreView):
         attached.document.refresh_from_db(fields=["attributes"])
         return Response(file_out(attached))
 
-    @extend_schema(operation_id="v1_vector_store_files_delete", responses=OBJ)
+    @extend_schema(operation_id="v1_vector_store_files_delete", responses=ok(DeletedOut))
     def delete(self, request: Request, store_id: str, file_id: str) -> Response:
         """Remove the file from the store: its document is deleted (gone from search at once)."""
         attached = self.attached(self.store(store_id), file_id)
@@ -237,7 +266,7 @@ class StoreFileView(StoreView):
 
 
 class StoreFileContentView(StoreView):
-    @extend_schema(operation_id="v1_vector_store_files_content", responses=OBJ)
+    @extend_schema(operation_id="v1_vector_store_files_content", responses=ok(sc.ContentPageOut))
     def get(self, request: Request, store_id: str, file_id: str) -> Response:
         """The text of the file's chunks in the published (verified) version; none before."""
         attached = self.attached(self.store(store_id), file_id)
@@ -255,7 +284,9 @@ class BatchesView(StoresView):
     def get_throttles(self) -> list[Any]:
         return [t() for t in UPLOAD_THROTTLES]
 
-    @extend_schema(operation_id="v1_file_batches_create", request=OpenApiTypes.OBJECT, responses=OBJ)
+    @extend_schema(
+        operation_id="v1_file_batches_create", request=sc.FileBatchIn, responses=ok(sc.FileBatchOut)
+    )
     def post(self, request: Request, store_id: str) -> Response:  # type: ignore[override]
         """Attach many files: ``file_ids`` (with shared attributes) or ``files`` (each its own)."""
         collection = self.store(store_id)
@@ -299,7 +330,7 @@ class BatchView(StoreView):
         found.collection = collection
         return found
 
-    @extend_schema(operation_id="v1_file_batches_retrieve", responses=OBJ)
+    @extend_schema(operation_id="v1_file_batches_retrieve", responses=ok(sc.FileBatchOut))
     def get(self, request: Request, store_id: str, batch_id: str) -> Response:
         return Response(batch_out(self.batch(store_id, batch_id)))
 
@@ -307,7 +338,7 @@ class BatchView(StoreView):
 class BatchCancelView(BatchView):
     http_method_names = ["post", "options"]
 
-    @extend_schema(operation_id="v1_file_batches_cancel", request=None, responses=OBJ)
+    @extend_schema(operation_id="v1_file_batches_cancel", request=None, responses=ok(sc.FileBatchOut))
     def post(self, request: Request, store_id: str, batch_id: str) -> Response:
         batch = self.batch(store_id, batch_id)
         vs.batch_cancel(batch=batch, user=request.user)
@@ -316,7 +347,9 @@ class BatchCancelView(BatchView):
 
 
 class BatchFilesView(BatchView):
-    @extend_schema(operation_id="v1_file_batches_files", parameters=LIST_PARAMETERS, responses=OBJ)
+    @extend_schema(
+        operation_id="v1_file_batches_files", parameters=FILE_LIST, responses=ok(sc.VectorStoreFileListOut)
+    )
     def get(self, request: Request, store_id: str, batch_id: str) -> Response:
         batch = self.batch(store_id, batch_id)
         return Response(file_page(vs.live_files(batch.collection).filter(batch=batch), request))
@@ -325,7 +358,9 @@ class BatchFilesView(BatchView):
 class SearchView(StoreView):
     throttle_classes = SEARCH_THROTTLES
 
-    @extend_schema(operation_id="v1_vector_stores_search", request=OpenApiTypes.OBJECT, responses=OBJ)
+    @extend_schema(
+        operation_id="v1_vector_stores_search", request=sc.SearchIn, responses=ok(sc.SearchPageOut)
+    )
     def post(self, request: Request, store_id: str) -> Response:
         """Hybrid search inside the store: query (text or list), filters, max_num_results,
         ranking_options.score_threshold on the fused score (0-1); rewrite_query is accepted
