@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
@@ -207,6 +208,7 @@ def file_attach(
     chunking = check_chunking(chunking_strategy) if chunking_strategy is not None else None
     if chunking is None:
         chunking = settings_of(collection).chunking_strategy or dict(AUTO)
+    result = None
     try:
         # One transaction: the attachment (and its chunking) exists before the job can run.
         with transaction.atomic():
@@ -228,6 +230,8 @@ def file_attach(
                 chunking_strategy=chunking,
             )
     except IntegrityError:  # the same file attached by a concurrent request: that one stays
+        if result is not None and result.version.file.name:
+            default_storage.delete(result.version.file.name)  # its rows were rolled back
         return VectorStoreFile.objects.get(collection=collection, file_id=obj.pk)
     store_touch(collection)
     return attached
