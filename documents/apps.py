@@ -40,3 +40,7 @@ class DocumentsConfig(AppConfig):
         register_sweep("documents.deletions", deletions_sweep)
         register_check(LEFTOVERS)
         register_sweep("documents.webhooks", webhook_messages_sweep)
+        # /v1: vector stores past their expires_after are deleted by the reaper.
+        from documents.services.vector_stores import stores_expire_sweep
+
+        register_sweep("documents.vector_store_expiry", stores_expire_sweep)

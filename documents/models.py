@@ -407,3 +407,95 @@ class BatchItem(models.Model):
     class Meta:
         ordering = ["batch", "position"]
         constraints = [models.UniqueConstraint(fields=["batch", "position"], name="batch_item_once")]
+
+
+# --- /v1 (OpenAI-compatible API): file objects ----------------------------------------------------
+
+
+def _file_id() -> str:
+    return f"file-{uuid.uuid4().hex}"
+
+
+class FileObject(models.Model):
+    """Bytes uploaded through ``POST /v1/files``: stored once, attachable to several vector stores
+    (each attachment becomes a document of that collection, made from these bytes by the upload
+    service). Written only by documents.services.files."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=_file_id, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="file_objects")
+    filename = models.CharField(max_length=255)
+    purpose = models.CharField(max_length=32)
+    bytes = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    stored_name = models.CharField(max_length=500)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        # Keyset pagination walks (tenant, created_at, id) in either direction.
+        indexes = [models.Index(fields=["tenant", "created_at", "id"], name="fileobject_tenant_keyset")]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.filename})"
+
+
+# --- /v1: vector stores (collections) and their files ---------------------------------------------
+
+
+def _batch_id() -> str:
+    return f"vsfb_{uuid.uuid4().hex}"
+
+
+class VectorStoreSettings(models.Model):
+    """What a vector store adds to its collection: expiry and the chunking it asked for.
+    Written only by documents.services.vector_stores; a collection without a row has none."""
+
+    collection = models.OneToOneField(
+        "Collection", primary_key=True, on_delete=models.CASCADE, related_name="vector_store"
+    )
+    expires_after_days = models.PositiveIntegerField(null=True, blank=True)  # anchor: last_active_at
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_active_at = models.DateTimeField(default=timezone.now)
+    # {"type": "static", "static": {"max_chunk_size_tokens": n, "chunk_overlap_tokens": m}} or auto.
+    chunking_strategy = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        # The reaper's expiry sweep reads only stores that can expire, oldest deadline first.
+        indexes = [
+            models.Index(
+                fields=["expires_at"],
+                condition=models.Q(expires_at__isnull=False),
+                name="vector_store_expiring",
+            )
+        ]
+
+
+class VectorStoreFileBatch(models.Model):
+    """Files attached to a vector store in one request (``/v1/.../file_batches``)."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=_batch_id, editable=False)
+    collection = models.ForeignKey("Collection", on_delete=models.CASCADE, related_name="file_batches")
+    created_at = models.DateTimeField(default=timezone.now)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+
+
+class VectorStoreFile(models.Model):
+    """A file object attached to a vector store: the document of that collection made from its
+    bytes (so one file in two stores is two documents). Removed with its document."""
+
+    collection = models.ForeignKey("Collection", on_delete=models.CASCADE, related_name="vector_store_files")
+    file_id = models.CharField(max_length=40)  # kept when the file object is deleted, as OpenAI
+    document = models.OneToOneField(Document, on_delete=models.CASCADE, related_name="vector_store_file")
+    batch = models.ForeignKey(
+        VectorStoreFileBatch, null=True, blank=True, on_delete=models.SET_NULL, related_name="files"
+    )
+    chunking_strategy = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["collection", "file_id"], name="vector_store_file_once"),
+        ]
+        indexes = [models.Index(fields=["collection", "created_at", "id"], name="vector_store_file_keyset")]

@@ -101,6 +101,10 @@ def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None
 
 
 def _json_or_html(request: HttpRequest, http_status: int, html: HttpResponse) -> HttpResponse:
+    if request.path.startswith("/v1/"):  # the OpenAI-compatible API: its own error shape
+        from documents.api_v1.errors import v1_json_error
+
+        return v1_json_error(request, http_status, _CODES[http_status], _MESSAGES[http_status])
     if request.path.startswith("/api/") or request.path == "/metrics":
         code = _CODES[http_status]
         return JsonResponse(error_body(code, _MESSAGES[http_status]), status=http_status)

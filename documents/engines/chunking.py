@@ -17,12 +17,15 @@ Sizes are estimates with no tokenizer: a CJK character counts as one token, a La
 a run of punctuation as one. They are kept in tenths of a token as integers, so sums are exact.
 """
 
+# long-module: one pure chunker (structure, CJK, overlap and token budget rules interact); splitting
+# it would scatter one algorithm.
+
 from __future__ import annotations
 
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 BLOCK_KINDS = frozenset({"heading", "paragraph", "table", "list", "code"})
 _WHOLE_IF_FITS = frozenset({"table", "code"})  # kept whole up to max_tokens, not just the target
@@ -291,3 +294,28 @@ def chunk_pages(
             else:
                 chunker.add_body(block.kind, text, page.number)
     return chunker.finish()
+
+
+def with_overlap(chunks: Sequence[Chunk], overlap_tokens: int) -> list[Chunk]:
+    """Each chunk after the first starts with the last words of the one before, up to
+    ``overlap_tokens`` (estimated), after its heading line: a vector store's static
+    ``chunk_overlap_tokens``. Callers chunk with ``max_tokens`` reduced by the overlap, so no
+    chunk grows past the size asked for."""
+    if overlap_tokens <= 0:
+        return list(chunks)
+    result: list[Chunk] = []
+    previous_body = ""
+    for chunk in chunks:
+        head, body = "", chunk.text
+        if chunk.heading_path:
+            first, _, rest = chunk.text.partition("\n")
+            head, body = first + "\n", rest
+        tail: list[str] = []
+        for word in reversed(previous_body.split()):
+            if estimate_tokens(" ".join([word, *tail])) > overlap_tokens:
+                break
+            tail.insert(0, word)
+        text = head + (" ".join(tail) + " " if tail else "") + body
+        result.append(replace(chunk, text=text, char_count=len(text)))
+        previous_body = body
+    return result

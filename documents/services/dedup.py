@@ -27,13 +27,16 @@ from documents.retrieval import pgvector
 from jobs.models import Status
 
 
-def processing_key() -> str:
-    """What the outputs depend on besides the bytes: the chunker's sizes and the embedder."""
-    parts = {
+def processing_key(chunking: dict[str, Any] | None = None) -> str:
+    """What the outputs depend on besides the bytes: the chunker's sizes and the embedder (and a
+    /v1 static chunking strategy, which replaces the sizes)."""
+    parts: dict[str, Any] = {
         "chunk_target_tokens": int(settings.CHUNK_TARGET_TOKENS),
         "chunk_max_tokens": int(settings.CHUNK_MAX_TOKENS),
         "embedder": configured_embedder().name,
     }
+    if chunking and chunking.get("type") == "static":
+        parts["static_chunking"] = chunking.get("static")
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 

@@ -98,6 +98,7 @@ def document_upload(
     document: Document | None = None,
     attributes: Any = None,
     collection: Collection | None = None,
+    chunking: dict[str, Any] | None = None,
 ) -> UploadResult:
     """Upload a new document, or (with ``document``) a new version of one.
 
@@ -127,7 +128,9 @@ def document_upload(
     check_quota(tenant)  # cheap early answer; the engine checks again under a lock (job_create)
     stored = default_storage.save(_generated_name(tenant, checked), ContentFile(checked.content))
     try:
-        return _create_version(tenant, checked, stored, title, checked_attributes, user, document, collection)
+        return _create_version(
+            tenant, checked, stored, title, checked_attributes, user, document, collection, chunking
+        )
     except BaseException:
         default_storage.delete(stored)  # nothing half-made stays behind
         raise
@@ -146,6 +149,7 @@ def _create_version(
     user: AbstractBaseUser | AnonymousUser | None,
     document: Document | None,
     collection: Collection | None,
+    chunking: dict[str, Any] | None = None,
     *,
     again_from: DocumentVersion | None = None,
     actor: Actor = Actor.USER,
@@ -175,7 +179,7 @@ def _create_version(
                 Document.objects.filter(pk=document.pk).update(attributes=attributes)
         number = document.latest_number + 1
         Document.objects.filter(pk=document.pk).update(latest_number=number, last_activity_at=timezone.now())
-        key = processing_key()
+        key = processing_key(chunking)  # a /v1 static chunking is part of what outputs depend on
         version = DocumentVersion.objects.create(
             processing=key,
             # Dedup (one rule for every entry point): the same bytes, published and verified in

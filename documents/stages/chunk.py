@@ -7,8 +7,8 @@ import uuid
 from django.conf import settings
 
 from documents.causes import EMPTY_INPUT, TOO_MANY_CHUNKS
-from documents.engines.chunking import Block, ChunkInputPage, chunk_pages
-from documents.models import Chunk, Page
+from documents.engines.chunking import Block, ChunkInputPage, chunk_pages, with_overlap
+from documents.models import Chunk, Page, VectorStoreFile
 from documents.services.dedup import copy_chunks, source_of
 from documents.stages.common import version_of
 from jobs.context import StageContext
@@ -29,6 +29,25 @@ def input_pages(version_id: uuid.UUID) -> list[ChunkInputPage]:
     return pages
 
 
+def chunk_sizes(document_id: uuid.UUID) -> tuple[int, int, int]:
+    """Target, maximum and overlap in tokens: the settings', or the static chunking strategy a
+    /v1 vector store file asked for (its maximum includes the overlap)."""
+    target, maximum = int(settings.CHUNK_TARGET_TOKENS), int(settings.CHUNK_MAX_TOKENS)
+    strategy = (
+        VectorStoreFile.objects.filter(document_id=document_id)
+        .values_list("chunking_strategy", flat=True)
+        .first()
+    )
+    static = (
+        strategy.get("static") if isinstance(strategy, dict) and strategy.get("type") == "static" else None
+    )
+    if not isinstance(static, dict):
+        return target, maximum, 0
+    overlap = int(static["chunk_overlap_tokens"])
+    maximum = int(static["max_chunk_size_tokens"]) - overlap
+    return min(target, maximum), maximum, overlap
+
+
 def run(ctx: StageContext) -> None:
     version = version_of(ctx)
     source = source_of(version)
@@ -38,10 +57,9 @@ def run(ctx: StageContext) -> None:
             with ctx.write(checkpoint={"chunks": total, "reused": True}, done=total, total=total):
                 copy_chunks(source, version)
             return
-    chunks = chunk_pages(
-        input_pages(version.pk),
-        target_tokens=int(settings.CHUNK_TARGET_TOKENS),
-        max_tokens=int(settings.CHUNK_MAX_TOKENS),
+    target, maximum, overlap = chunk_sizes(version.document_id)
+    chunks = with_overlap(
+        chunk_pages(input_pages(version.pk), target_tokens=target, max_tokens=maximum), overlap
     )
     if not chunks:
         raise StageFailure(EMPTY_INPUT.code, "no text to chunk after parsing and OCR")

@@ -44,6 +44,30 @@ OPERATIONS = [
     ("DELETE", "/api/collections/{collection_id}/"),
     ("GET", "/api/documents/{document_id}/versions/{number}/chunks/"),
 ]
+# The OpenAI-compatible API (issue 14).
+OPERATIONS += [
+    ("POST", "/v1/files"),
+    ("GET", "/v1/files"),
+    ("GET", "/v1/files/{file_id}"),
+    ("DELETE", "/v1/files/{file_id}"),
+    ("GET", "/v1/files/{file_id}/content"),
+    ("POST", "/v1/vector_stores"),
+    ("GET", "/v1/vector_stores"),
+    ("GET", "/v1/vector_stores/{store_id}"),
+    ("POST", "/v1/vector_stores/{store_id}"),
+    ("DELETE", "/v1/vector_stores/{store_id}"),
+    ("POST", "/v1/vector_stores/{store_id}/search"),
+    ("POST", "/v1/vector_stores/{store_id}/files"),
+    ("GET", "/v1/vector_stores/{store_id}/files"),
+    ("GET", "/v1/vector_stores/{store_id}/files/{file_id}"),
+    ("POST", "/v1/vector_stores/{store_id}/files/{file_id}"),
+    ("DELETE", "/v1/vector_stores/{store_id}/files/{file_id}"),
+    ("GET", "/v1/vector_stores/{store_id}/files/{file_id}/content"),
+    ("POST", "/v1/vector_stores/{store_id}/file_batches"),
+    ("GET", "/v1/vector_stores/{store_id}/file_batches/{batch_id}"),
+    ("POST", "/v1/vector_stores/{store_id}/file_batches/{batch_id}/cancel"),
+    ("GET", "/v1/vector_stores/{store_id}/file_batches/{batch_id}/files"),
+]
 EVENTS = "/api/documents/{document_id}/jobs/{job_id}/events"
 TEXT = "/api/documents/{document_id}/versions/{number}/text/"  # text/plain, not JSON
 
@@ -78,9 +102,15 @@ def test_the_schema_documents_every_json_operation_with_both_authentications(ali
     }
     assert documented >= set(OPERATIONS)
     assert documented - set(OPERATIONS) <= {("GET", EVENTS), ("GET", TEXT)}
-    assert set(schema["components"]["securitySchemes"]) == {"tokenAuth", "cookieAuth"}
+    assert set(schema["components"]["securitySchemes"]) == {"tokenAuth", "cookieAuth", "bearerAuth"}
+    assert schema["components"]["securitySchemes"]["bearerAuth"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "A platform API token",
+    }
     for method, path in OPERATIONS:
-        assert schema["paths"][path][method.lower()]["security"] == [{"tokenAuth": []}, {"cookieAuth": []}]
+        scheme = "bearerAuth" if path.startswith("/v1/") else "tokenAuth"
+        assert schema["paths"][path][method.lower()]["security"] == [{scheme: []}, {"cookieAuth": []}]
 
 
 def test_the_schema_documents_the_events_stream(alice: Caller):

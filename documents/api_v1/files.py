@@ -1,0 +1,150 @@
+"""``/v1/files``: upload, list, retrieve, delete and download file objects (OpenAI's Files API)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from documents.api_v1.base import V1_ERRORS, V1View
+from documents.api_v1.errors import V1Error, not_found
+from documents.api_v1.pagination import keyset_page
+from documents.models import FileObject
+from documents.services.files import NOT_DOWNLOADABLE, PURPOSES, file_create, file_delete, file_read
+from documents.throttles import UPLOAD_THROTTLES
+
+
+class FileIn(serializers.Serializer):
+    file = serializers.FileField()
+    purpose = serializers.ChoiceField(choices=PURPOSES)
+
+
+class FileOut(serializers.Serializer):
+    id = serializers.CharField()
+    object = serializers.CharField()
+    bytes = serializers.IntegerField()
+    created_at = serializers.IntegerField()
+    filename = serializers.CharField()
+    purpose = serializers.CharField()
+    status = serializers.CharField()
+    expires_at = serializers.IntegerField(allow_null=True)
+    status_details = serializers.CharField(allow_null=True)
+
+
+class FileListOut(serializers.Serializer):
+    object = serializers.CharField()
+    data = FileOut(many=True)  # type: ignore[assignment]
+    first_id = serializers.CharField(allow_null=True)
+    last_id = serializers.CharField(allow_null=True)
+    has_more = serializers.BooleanField()
+
+
+class DeletedOut(serializers.Serializer):
+    id = serializers.CharField()
+    object = serializers.CharField()
+    deleted = serializers.BooleanField()
+
+
+LIST_PARAMETERS = [
+    OpenApiParameter("limit", int, description="1-100 (20)"),
+    OpenApiParameter("order", str, enum=["asc", "desc"]),
+    OpenApiParameter("after", str, description="an id: the page after it"),
+    OpenApiParameter("before", str, description="an id: the page before it"),
+]
+
+
+def file_out(obj: FileObject) -> dict[str, Any]:
+    return {
+        "id": obj.id,
+        "object": "file",
+        "bytes": obj.bytes,
+        "created_at": int(obj.created_at.timestamp()),
+        "filename": obj.filename,
+        "purpose": obj.purpose,
+        "status": "processed",  # stored; processing happens per vector store attachment
+        "expires_at": None,
+        "status_details": None,
+    }
+
+
+def file_of(view: V1View, file_id: str) -> FileObject:
+    obj = FileObject.objects.filter(tenant=view.tenant, pk=file_id).first()
+    if obj is None:
+        raise not_found("file", file_id)
+    return obj
+
+
+class FilesView(V1View):
+    parser_classes = [MultiPartParser, FormParser]
+
+    def get_throttles(self) -> list[Any]:
+        return [t() for t in UPLOAD_THROTTLES] if self.request.method == "POST" else []
+
+    @extend_schema(
+        operation_id="v1_files_create",
+        request={"multipart/form-data": FileIn},
+        responses={200: FileOut, **V1_ERRORS, 413: V1_ERRORS[400]},
+    )
+    def post(self, request: Request) -> Response:
+        """Upload a file (multipart ``file`` and ``purpose``); it is stored, not yet processed."""
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise V1Error(400, "missing_file", "Send the file as the multipart field 'file'.", "file")
+        purpose = str(request.POST.get("purpose", ""))
+        obj = file_create(
+            tenant=self.tenant,
+            user=request.user,
+            data=upload.read(),
+            filename=upload.name or "",
+            purpose=purpose,
+        )
+        return Response(file_out(obj))
+
+    @extend_schema(
+        operation_id="v1_files_list",
+        parameters=[*LIST_PARAMETERS, OpenApiParameter("purpose", str)],
+        responses={200: FileListOut, **V1_ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        queryset = FileObject.objects.filter(tenant=self.tenant)
+        purpose = request.query_params.get("purpose")
+        if purpose:
+            queryset = queryset.filter(purpose=purpose)
+        return Response(keyset_page(queryset, request.query_params, file_out))
+
+
+class FileView(V1View):
+    @extend_schema(operation_id="v1_files_retrieve", responses={200: FileOut, **V1_ERRORS})
+    def get(self, request: Request, file_id: str) -> Response:
+        return Response(file_out(file_of(self, file_id)))
+
+    @extend_schema(operation_id="v1_files_delete", responses={200: DeletedOut, **V1_ERRORS})
+    def delete(self, request: Request, file_id: str) -> Response:
+        if not file_delete(tenant=self.tenant, file_id=file_id):
+            raise not_found("file", file_id)
+        return Response({"id": file_id, "object": "file", "deleted": True})
+
+
+class FileContentView(V1View):
+    @extend_schema(
+        operation_id="v1_files_content",
+        responses={(200, "application/octet-stream"): bytes, **V1_ERRORS},
+    )
+    def get(self, request: Request, file_id: str) -> HttpResponse:
+        """The file's bytes, unless its purpose is not downloadable (``assistants``, as OpenAI)."""
+        obj = file_of(self, file_id)
+        if obj.purpose in NOT_DOWNLOADABLE:
+            raise V1Error(
+                400,
+                "not_downloadable",
+                f"Not allowed to download files of purpose: {obj.purpose}.",
+                "file_id",
+            )
+        response = HttpResponse(file_read(obj), content_type="application/octet-stream")
+        response["Content-Disposition"] = "attachment"
+        return response

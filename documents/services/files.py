@@ -1,0 +1,81 @@
+"""File objects of the OpenAI-compatible API (``/v1/files``): stored bytes of a tenant.
+
+A file object is only stored bytes; it becomes searchable when it is attached to a vector store,
+which hands the bytes to the upload service (checked by content there, as every upload is).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import transaction
+
+from documents.models import FileObject, Tenant
+
+PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
+# As OpenAI: files of these purposes are not downloadable through /content.
+NOT_DOWNLOADABLE = frozenset({"assistants"})
+
+
+@dataclass
+class FileInputError(Exception):
+    """A refused file request: a code, a user-safe message, the parameter, the HTTP status."""
+
+    param: str
+    code: str
+    message: str
+    http_status: int = 400
+
+
+def file_create(*, tenant: Tenant, user: Any, data: bytes, filename: str, purpose: str) -> FileObject:
+    """Store ``data`` as a file object of ``tenant``; nothing is stored when it is refused."""
+    if purpose not in PURPOSES:
+        raise FileInputError("purpose", "invalid_purpose", f"purpose must be one of: {', '.join(PURPOSES)}.")
+    limit = int(settings.DOCUMENTS_MAX_UPLOAD_BYTES)
+    if len(data) > limit:
+        raise FileInputError("file", "file_too_large", f"The file is larger than {limit} bytes.", 413)
+    if not data:
+        raise FileInputError("file", "empty_file", "The file is empty.")
+    name = (filename or "upload").replace("/", "_").replace("\\", "_")[:255]
+    owner = user if isinstance(user, get_user_model()) else None
+    obj = FileObject(
+        tenant=tenant,
+        filename=name,
+        purpose=purpose,
+        bytes=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        created_by=owner,
+    )
+    obj.stored_name = default_storage.save(f"v1files/{tenant.pk}/{obj.id}", ContentFile(data))
+    try:
+        obj.save(force_insert=True)
+    except BaseException:
+        default_storage.delete(obj.stored_name)  # nothing half-made stays behind
+        raise
+    return obj
+
+
+def file_read(obj: FileObject) -> bytes:
+    """The stored bytes of a file object."""
+    with default_storage.open(obj.stored_name, "rb") as handle:
+        data: bytes = handle.read()
+    return data
+
+
+def file_delete(*, tenant: Tenant, file_id: str) -> bool:
+    """Delete a file object and its bytes; False when ``tenant`` has no such file. Documents made
+    from it in vector stores stay (as with OpenAI: they are deleted through the vector store)."""
+    with transaction.atomic():
+        obj = FileObject.objects.select_for_update().filter(tenant=tenant, pk=file_id).first()
+        if obj is None:
+            return False
+        stored = obj.stored_name
+        obj.delete()
+        transaction.on_commit(lambda: default_storage.delete(stored))
+    return True
