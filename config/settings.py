@@ -302,6 +302,8 @@ CHUNK_TARGET_TOKENS = env_int("CHUNK_TARGET_TOKENS", 350)
 CHUNK_MAX_TOKENS = env_int("CHUNK_MAX_TOKENS", 500)
 EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64)
 INDEX_BATCH_SIZE = env_int("INDEX_BATCH_SIZE", 500)
+# Dense candidates at or under this cosine similarity share nothing with the query; never applied
+# to full-text matches (documents.search).
 SEARCH_MIN_SCORE = env_float("SEARCH_MIN_SCORE", 0.05)
 # local (all-MiniLM-L6-v2 from its pip package, no torch, offline) | hashing (lexical, no model)
 # | http (OpenAI-compatible) | sentence-transformers (optional extra)

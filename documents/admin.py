@@ -1,4 +1,5 @@
-"""Admin for tenants (quotas editable), memberships, documents and versions (read-only).
+"""Admin for tenants (quotas editable), memberships, documents (title and attributes editable,
+through the same service as the API) and versions (read-only).
 
 Also what the documents app contributes to the jobs console, which knows nothing about
 documents: links from a job to its document and version, the OCR retry variants (the OCR stage
@@ -12,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
@@ -31,6 +34,12 @@ from documents.models import (
     WebhookMessage,
 )
 from documents.pipeline import KIND
+from documents.services.attributes import (
+    DocumentInputError,
+    check_attributes,
+    check_title,
+    document_update,
+)
 from jobs.admin.registry import (
     RetryVariant,
     register_retry_variant,
@@ -190,14 +199,72 @@ class VersionInline(admin.TabularInline):
         return job_link(version.job)
 
 
+class DocumentForm(forms.ModelForm):
+    """Title and attributes, checked by the service's own rules (the same codes as the API)."""
+
+    class Meta:
+        model = Document
+        fields = ("title", "attributes")
+        help_texts = {
+            "attributes": 'A JSON object, e.g. {"department": "legal", "year": 2024, '
+            '"confidential": false, "signed_on": "2024-03-01"} (up to 16; a YYYY-MM-DD string is a date).'
+        }
+
+    def clean_title(self) -> str:
+        return _checked(check_title, self.cleaned_data.get("title"))
+
+    def clean_attributes(self) -> dict[str, Any]:
+        raw = self.cleaned_data.get("attributes")
+        return _checked(check_attributes, {} if raw is None else raw)
+
+
+def _checked(check: Any, value: Any) -> Any:
+    try:
+        return check(value)
+    except DocumentInputError as exc:
+        where = exc.field.partition(".")[2]  # the attribute's name, when the error is about one
+        raise ValidationError(f"{where}: {exc.message}" if where else exc.message, code=exc.code) from None
+
+
 @admin.register(Document)
 class DocumentAdmin(ReadOnlyAdmin):
-    list_display = ("title", "id", "tenant", "latest_number", "published", "created_at", "deleted_at")
+    form = DocumentForm
+    list_display = (
+        "title",
+        "id",
+        "tenant",
+        "attributes",
+        "latest_number",
+        "published",
+        "created_at",
+        "deleted_at",
+    )
     list_filter = ("tenant",)
     list_select_related = ("tenant", "published_version")
     search_fields = ("=id", "title", "tenant__slug")
     inlines = (VersionInline,)
+    fields = (
+        "title",
+        "attributes",
+        "id",
+        "tenant",
+        "created_by",
+        "created_at",
+        "latest_number",
+        "latest_version",
+        "published_version",
+    )
+    readonly_fields = fields[2:]
     actions = ("delete_with_cleanup",)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Title and attributes only (the form has no other field); versions stay read-only.
+        return admin.ModelAdmin.has_change_permission(self, request, obj)
+
+    def save_model(self, request: HttpRequest, obj: Document, form: Any, change: bool) -> None:
+        document_update(
+            document=obj, title=form.cleaned_data["title"], attributes=form.cleaned_data["attributes"]
+        )
 
     def has_lifecycle_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("documents.delete_document"))

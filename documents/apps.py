@@ -20,6 +20,14 @@ class DocumentsConfig(AppConfig):
         from jobs.services.reaper import register_sweep
 
         pipeline.register()
+        # Search: sqlite-vec in every SQLite connection, and the full-text index kept whole.
+        from django.db.backends.signals import connection_created
+        from django.db.models.signals import post_migrate
+
+        from documents.retrieval import schema, sqlite_vec
+
+        connection_created.connect(sqlite_vec.on_connection_created, dispatch_uid="documents.sqlite_vec")
+        post_migrate.connect(schema.on_post_migrate, sender=self, dispatch_uid="documents.lexical_index")
         register_provider(tenant_quota)
         # pytesseract's temp files (image in, text out) of a worker killed mid-page.
         register_leftover("tess_*", tesseract_leftover_age)

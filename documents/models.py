@@ -62,6 +62,9 @@ class Document(models.Model):
     # Lifecycle: a deleted document is a tombstone (filtered by every selector) until its
     # cleanup removes the row; see documents/services/delete.py.
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # Typed attributes for search filters (jsonb on PostgreSQL); written only through
+    # documents.services.attributes, which enforces documents.attributes' rules.
+    attributes = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -157,9 +160,13 @@ class ChunkVector(models.Model):
 
 
 class IndexEntry(models.Model):
-    """The search index: one row per chunk of a version, with its vector.
+    """The search index: one row per chunk of a version.
 
     ``tenant_id`` and ``document_id`` are copied here so that search filters by tenant first.
+    ``search_text`` is what the full-text index holds (``documents.retrieval.text``); the full-text
+    index itself (FTS5 table / ``tsvector`` column) is in ``documents.retrieval.schema``. The
+    chunk's vector is not copied: it stays in its ``ChunkVector`` (one copy), which the dense
+    ranking joins by ``(version, ordinal)``.
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
@@ -169,7 +176,7 @@ class IndexEntry(models.Model):
     ordinal = models.PositiveIntegerField()
     batch = models.PositiveIntegerField()
     embedder = models.CharField(max_length=100)
-    vector = models.BinaryField()
+    search_text = models.TextField(default="", blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["version", "ordinal"], name="index_entry_once")]

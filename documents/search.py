@@ -1,26 +1,39 @@
-"""Search over a tenant's published versions, ranked by the configured embedder's similarity.
+"""Hybrid search over a tenant's published versions: full-text and dense rankings, fused.
 
-The vectors of the tenant's searchable entries are scored with one matrix product. This is exact
-(brute-force) search: right for the embedded single-machine default and for tenants of up to a
-few hundred thousand chunks; beyond that an approximate index would take its place behind
-:func:`search`.
+``mode`` picks the lists: ``lexical`` (BM25-class full text), ``semantic`` (the configured
+embedder's cosine similarity) or ``hybrid`` (both, fused by reciprocal rank fusion; the default).
+Each hit carries the fused score, normalised to 0-1 (``documents.retrieval.fusion``), and the
+rank and score it had in each list. No similarity cut can hide a full-text match: the only floor
+(``SEARCH_MIN_SCORE``) drops dense candidates that share nothing with the query (a cosine at or
+near zero), never a lexical one.
+
+Where the rankings run (SQLite FTS5 + sqlite-vec, PostgreSQL full text + pgvector or its
+fallback) is ``documents.retrieval.backends``.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db.models import F, Q
+from django.db import connection
 
 from documents.embedders import configured_embedder
-from documents.models import Chunk, IndexEntry, Tenant
+from documents.models import IndexEntry, Tenant
+from documents.retrieval import backends
+from documents.retrieval.filters import Filter, filter_sql
+from documents.retrieval.fusion import fuse
+from documents.retrieval.text import query_tokens
 
 SNIPPET_CHARS = 280
+MODES = ("hybrid", "semantic", "lexical")
+# How many candidates each list brings to the fusion, at least (more when ``k`` is larger).
+DENSE_CANDIDATES = 50
 
 
 @dataclass(frozen=True)
@@ -34,42 +47,70 @@ class SearchHit:
     ordinal: int
     snippet: str
     score: float
+    heading_path: list[str] = field(default_factory=list)
+    attributes: dict[str, Any] = field(default_factory=dict)
+    # Per list ("lexical", "semantic"): the hit's rank there (1 = first) and its score there.
+    ranks: dict[str, int] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)
 
 
-def search(tenant: Tenant, query: str, k: int = 10, *, version: Any = None) -> list[SearchHit]:
+def search(
+    tenant: Tenant,
+    query: str,
+    k: int = 10,
+    *,
+    mode: str = "hybrid",
+    version: Any = None,
+    document_ids: Sequence[uuid.UUID] | None = None,
+    filters: Filter | None = None,
+    where: Sequence[tuple[str, Sequence[Any]]] = (),
+) -> list[SearchHit]:
     """The ``k`` best chunks for ``query`` in ``tenant``'s published versions.
 
     With ``version`` the search is restricted to that one version, published or not: the
     indexing stage's probe uses it to prove a version is findable before it is published.
+    ``document_ids`` restricts it to those documents, ``filters`` (``parse_filter``'s result) to
+    documents whose attributes match, and ``where`` adds raw SQL conditions over the document row
+    (alias ``d``). All of them run inside the index queries, never after them.
     """
     query = query.strip()
     if not query or k <= 0:
         return []
+    if mode not in MODES:
+        raise ValueError(f"unknown search mode {mode!r}")
     embedder = configured_embedder()
-    entries = IndexEntry.objects.filter(tenant=tenant, embedder=embedder.name)
-    if version is not None:
-        entries = entries.filter(version_id=version)
-    else:
-        entries = entries.filter(Q(version_id=F("document__published_version_id")))
-    rows = list(entries.values_list("pk", "vector"))
-    if not rows:
+    conditions = list(where)
+    if filters is not None:
+        conditions.append(filter_sql(filters, connection.vendor, "d.attributes"))
+    scope = backends.Scope(
+        tenant_id=tenant.pk,
+        embedder=embedder.name,
+        version_id=uuid.UUID(str(version)) if version is not None else None,
+        document_ids=document_ids,
+        where=tuple(conditions),
+    )
+    tokens = query_tokens(query)
+    lists: dict[str, backends.Ranked] = {}
+    if mode in ("hybrid", "lexical"):
+        lists["lexical"] = backends.lexical(scope, tokens, max(k, backends.LEXICAL_CANDIDATES))
+    if mode in ("hybrid", "semantic"):
+        vector = np.asarray(embedder.embed([query])[0], dtype=np.float32)
+        floor = float(settings.SEARCH_MIN_SCORE)
+        nearest = backends.dense(scope, vector, max(k, DENSE_CANDIDATES), tokens=tokens)
+        lists["semantic"] = [(i, s) for i, s in nearest if s > floor]
+    fused = fuse(lists, k)
+    if not fused:
         return []
-    matrix = np.frombuffer(b"".join(bytes(v) for _, v in rows), dtype=np.float32).reshape(len(rows), -1)
-    scores = matrix @ np.asarray(embedder.embed([query])[0], dtype=np.float32)
-    order = np.argsort(-scores, kind="stable")[:k]
-    minimum = float(settings.SEARCH_MIN_SCORE)
-    picked = {rows[i][0]: float(scores[i]) for i in order if scores[i] > minimum}
-    if not picked:
-        return []
-    found = {
-        e.pk: e
-        for e in IndexEntry.objects.filter(pk__in=picked).select_related("chunk", "version", "document")
-    }
-    return [_hit(found[pk], score, query) for pk, score in sorted(picked.items(), key=lambda p: -p[1])]
+    entries = IndexEntry.objects.select_related("chunk", "version", "document").in_bulk(
+        [f.key for f in fused]
+    )
+    return [_hit(entries[f.key], f.score, f.ranks, f.scores, query) for f in fused if f.key in entries]
 
 
-def _hit(entry: IndexEntry, score: float, query: str) -> SearchHit:
-    chunk: Chunk = entry.chunk
+def _hit(
+    entry: IndexEntry, score: float, ranks: dict[str, int], scores: dict[str, float], query: str
+) -> SearchHit:
+    chunk = entry.chunk
     return SearchHit(
         document_id=entry.document_id,
         document_title=entry.document.title,
@@ -80,12 +121,18 @@ def _hit(entry: IndexEntry, score: float, query: str) -> SearchHit:
         ordinal=chunk.ordinal,
         snippet=snippet(chunk.text, query),
         score=round(score, 4),
+        heading_path=list(chunk.heading_path or []),
+        attributes=dict(entry.document.attributes or {}),
+        ranks=dict(ranks),
+        scores={name: round(value, 4) for name, value in scores.items()},
     )
 
 
 def query_terms(query: str) -> list[str]:
-    """Words and CJK runs of a query, longest first (what a page highlights)."""
+    """Words and CJK runs of a query, and the runs' bigrams (what lexical search matched them
+    by), longest first: what a page highlights."""
     terms = {t for t in re.findall(r"\w+", query.lower()) if len(t) > 1 or not t.isascii()}
+    terms.update(t for t in query_tokens(query) if len(t) == 2 and not t.isascii())
     return sorted(terms, key=len, reverse=True)
 
 

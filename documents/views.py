@@ -27,6 +27,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from documents.engines.validation import UploadRejected
 from documents.forms import UploadForm, rejection_message
 from documents.models import Document, DocumentVersion, Tenant
+from documents.retrieval.filters import FilterError, parse_filter_json
+from documents.search import MODES as SEARCH_MODES
 from documents.search import search
 from documents.selectors import (
     access_document,
@@ -268,13 +270,36 @@ def _job_action(
 @require_GET
 @tenant_required
 def search_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
-    """Search the tenant's published versions; snippets show the query's terms marked."""
+    """Search the tenant's published versions in a mode, optionally with an attribute filter
+    (JSON, as the API takes it); snippets show the query's terms marked, hits their scores."""
     query = request.GET.get("q", "").strip()[:500]
     if query and page_throttled(request, SEARCH_THROTTLES):
         messages.error(request, _("Too many searches in a short time. Wait a minute and try again."))
         return render(request, "documents/search.html", {"query": query, "hits": []}, status=429)
-    hits = search(tenant, query, SEARCH_RESULTS) if query else []
-    return render(request, "documents/search.html", {"query": query, "hits": hits})
+    mode = request.GET.get("mode", "hybrid")
+    mode = mode if mode in SEARCH_MODES else "hybrid"
+    filter_text = request.GET.get("filters", "").strip()[:4000]
+    filter_error = ""
+    filters = None
+    if filter_text:
+        try:
+            filters = parse_filter_json(filter_text)
+        except FilterError as exc:
+            filter_error = exc.message
+    hits = (
+        search(tenant, query, SEARCH_RESULTS, mode=mode, filters=filters)
+        if query and not filter_error
+        else []
+    )
+    context = {
+        "query": query,
+        "hits": hits,
+        "mode": mode,
+        "modes": SEARCH_MODES,
+        "filter_text": filter_text,
+        "filter_error": filter_error,
+    }
+    return render(request, "documents/search.html", context)
 
 
 # --- static files ------------------------------------------------------------------------------

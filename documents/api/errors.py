@@ -13,6 +13,8 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from documents.engines.validation import UploadRejected
+from documents.retrieval.filters import FilterError
+from documents.services.attributes import DocumentInputError
 from jobs.errors import JobConflict
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,10 @@ def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None
         return error_response(exc.status_code, exc.code, exc.message, exc.extra)
     if isinstance(exc, UploadRejected):
         return error_response(exc.http_status, str(exc.code), exc.message)
+    if isinstance(exc, DocumentInputError):
+        return error_response(exc.http_status, exc.code, exc.message, {exc.field: [exc.message]})
+    if isinstance(exc, FilterError):
+        return error_response(status.HTTP_400_BAD_REQUEST, exc.code, exc.message, {exc.field: [exc.message]})
     if isinstance(exc, JobConflict):
         return error_response(status.HTTP_409_CONFLICT, exc.code, exc.message)
     if isinstance(exc, Http404):

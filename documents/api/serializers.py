@@ -4,23 +4,85 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from documents.attributes import KEY_PATTERN, MAX_ATTRIBUTES, MAX_STRING_LENGTH
 from documents.selectors import STATE_WORDS
+
+ATTRIBUTES_HELP = (
+    f"Up to {MAX_ATTRIBUTES} typed attributes for search filters: names match {KEY_PATTERN}; "
+    f"values are strings (up to {MAX_STRING_LENGTH} characters), numbers, booleans or dates "
+    "(a string YYYY-MM-DD is a date)."
+)
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "maxProperties": MAX_ATTRIBUTES,
+        "additionalProperties": {
+            "oneOf": [
+                {"type": "string", "maxLength": MAX_STRING_LENGTH},
+                {"type": "number"},
+                {"type": "boolean"},
+            ]
+        },
+        "example": {"department": "legal", "year": 2024, "confidential": False, "signed_on": "2024-03-01"},
+    }
+)
+class AttributesField(serializers.JSONField):
+    """A document's attributes (validated by ``documents.services.attributes``, not here)."""
 
 
 class UploadIn(serializers.Serializer[Any]):
     file = serializers.FileField(allow_empty_file=True, help_text="The document (PDF, DOCX, HTML, ...).")
     title = serializers.CharField(required=False, allow_blank=True, max_length=300)
+    attributes = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=20_000,
+        help_text=f'A JSON object, e.g. {{"year": 2024}}. {ATTRIBUTES_HELP}',
+    )
+
+
+class DocumentPatchIn(serializers.Serializer[Any]):
+    """What ``PATCH`` changes; fields left out stay as they are."""
+
+    title = serializers.CharField(required=False, min_length=1, max_length=300)
+    attributes = AttributesField(required=False, help_text=f"Replaces all attributes. {ATTRIBUTES_HELP}")
 
 
 class ListIn(serializers.Serializer[Any]):
     state = serializers.ChoiceField(choices=STATE_WORDS, required=False, help_text="Latest version's state.")
 
 
+SEARCH_MODES = ["hybrid", "semantic", "lexical"]
+MODE_HELP = (
+    "hybrid (default): full-text and semantic rankings fused by reciprocal rank fusion; "
+    "lexical: full text only (BM25-class); semantic: embedding similarity only."
+)
+
+
 class SearchIn(serializers.Serializer[Any]):
     q = serializers.CharField(max_length=500, help_text="What to look for.")
     k = serializers.IntegerField(min_value=1, max_value=50, default=10, help_text="How many results.")
+    mode = serializers.ChoiceField(choices=SEARCH_MODES, default="hybrid", help_text=MODE_HELP)
+
+
+class SearchBodyIn(serializers.Serializer[Any]):
+    query = serializers.CharField(max_length=500, help_text="What to look for.")
+    k = serializers.IntegerField(min_value=1, max_value=50, default=10, help_text="How many results.")
+    mode = serializers.ChoiceField(choices=SEARCH_MODES, default="hybrid", help_text=MODE_HELP)
+    filters = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text='Attribute filter: {"type": "eq|ne|gt|gte|lt|lte|in|nin", "key", "value"} or '
+        '{"type": "and|or", "filters": [...]}.',
+    )
+    document_ids = serializers.ListField(
+        child=serializers.UUIDField(), required=False, max_length=100, help_text="Only these documents."
+    )
 
 
 class ErrorOut(serializers.Serializer[Any]):
@@ -87,6 +149,7 @@ class VersionOut(serializers.Serializer[Any]):
 class DocumentOut(serializers.Serializer[Any]):
     document_id = serializers.UUIDField()
     title = serializers.CharField()
+    attributes = AttributesField(help_text=ATTRIBUTES_HELP)
     created_at = serializers.DateTimeField()
     published_version = serializers.IntegerField(allow_null=True)
     published_at = serializers.DateTimeField(allow_null=True)
@@ -97,18 +160,39 @@ class DocumentDetailOut(DocumentOut):
     versions = VersionOut(many=True)
 
 
+class SearchComponentOut(serializers.Serializer[Any]):
+    rank = serializers.IntegerField(help_text="Rank in this list (1 = first).")
+    score = serializers.FloatField(
+        help_text="lexical: the full-text engine's relevance (higher is better); semantic: cosine similarity."
+    )
+
+
+class SearchComponentsOut(serializers.Serializer[Any]):
+    lexical = SearchComponentOut(required=False)
+    semantic = SearchComponentOut(required=False)
+
+
 class SearchHitOut(serializers.Serializer[Any]):
     document_id = serializers.UUIDField()
     document_title = serializers.CharField()
+    attributes = serializers.JSONField()
     version = serializers.IntegerField()
     page_start = serializers.IntegerField()
     page_end = serializers.IntegerField()
-    snippet = serializers.CharField()
-    score = serializers.FloatField()
+    heading_path = serializers.ListField(child=serializers.CharField())
+    snippet = serializers.CharField(help_text="Plain text around the first matched term.")
+    highlight = serializers.CharField(
+        help_text="The snippet as HTML: text escaped, matched query terms in <mark>...</mark>."
+    )
+    score = serializers.FloatField(
+        help_text="Fused score, 0-1: the RRF sum divided by its maximum (first in every list of the mode)."
+    )
+    components = SearchComponentsOut(help_text="The hit's rank and score in each list that holds it.")
 
 
 class SearchOut(serializers.Serializer[Any]):
     query = serializers.CharField()
+    mode = serializers.ChoiceField(choices=SEARCH_MODES)
     results = SearchHitOut(many=True)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions, status
 from rest_framework.pagination import PageNumberPagination
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,7 +15,8 @@ from rest_framework.views import APIView
 from documents.api import serializers as s
 from documents.api.errors import ApiError
 from documents.models import Document, DocumentVersion, Tenant
-from documents.search import search
+from documents.retrieval.filters import Filter, parse_filter
+from documents.search import SearchHit, search
 from documents.selectors import (
     access_document,
     access_version_by_job,
@@ -24,8 +25,16 @@ from documents.selectors import (
     tenant_for,
     versions_of,
 )
+from documents.services.attributes import (
+    DocumentInputError,
+    attributes_from_json,
+    check_attributes,
+    check_title,
+    document_update,
+)
 from documents.services.delete import DeleteRefused, DeleteResult, document_delete, version_delete
 from documents.services.upload import UploadResult, document_upload
+from documents.templatetags.search_marks import highlight
 from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES
 from jobs.models import Actor
 from jobs.services.lifecycle import job_cancel, job_retry
@@ -81,6 +90,7 @@ class TenantView(APIView):
         form = s.UploadIn(data=request.data)
         form.is_valid(raise_exception=True)
         upload = form.validated_data["file"]
+        attributes_text = form.validated_data.get("attributes") or ""
         result = document_upload(
             tenant=self.tenant,
             data=upload,
@@ -88,6 +98,7 @@ class TenantView(APIView):
             title=form.validated_data.get("title", ""),
             user=request.user,
             document=document,
+            attributes=attributes_from_json(attributes_text) if attributes_text.strip() else None,
         )
         return upload_answer(result)
 
@@ -118,6 +129,7 @@ def document_summary(document: Document) -> dict[str, Any]:
     return {
         "document_id": str(document.pk),
         "title": document.title,
+        "attributes": document.attributes,
         "created_at": document.created_at.isoformat(),
         "published_version": published.number if published else None,
         "published_at": published.published_at.isoformat() if published and published.published_at else None,
@@ -155,25 +167,60 @@ class DocumentsView(TenantView):
         return self.upload(request)
 
 
+PATCH_FIELDS = ("title", "attributes")
+
+
+def document_detail(document: Document) -> dict[str, Any]:
+    """The document with every version and its job: the body of GET (and PATCH)."""
+    versions = [
+        {
+            "version": v.number,
+            "original_name": v.original_name,
+            "content_type": v.content_type,
+            "size": v.size,
+            "sha256": v.sha256,
+            "created_at": v.created_at.isoformat(),
+            "published_at": v.published_at.isoformat() if v.published_at else None,
+            "superseded_at": v.superseded_at.isoformat() if v.superseded_at else None,
+            "job": job_status(v) if v.job is not None else None,
+        }
+        for v in versions_of(document)
+    ]
+    return {**document_summary(document), "versions": versions}
+
+
 class DocumentView(TenantView):
+    parser_classes = [JSONParser]
+
     @extend_schema(responses={200: s.DocumentDetailOut, **ERRORS})
     def get(self, request: Request, document_id: str) -> Response:
+        return Response(document_detail(self.document(document_id)))
+
+    @extend_schema(
+        request=s.DocumentPatchIn,
+        responses={200: s.DocumentDetailOut, **ERRORS, 415: _error("The body is not JSON")},
+    )
+    def patch(self, request: Request, document_id: str) -> Response:
+        """Change the title and/or replace the attributes; fields left out stay as they are."""
         document = self.document(document_id)
-        versions = [
-            {
-                "version": v.number,
-                "original_name": v.original_name,
-                "content_type": v.content_type,
-                "size": v.size,
-                "sha256": v.sha256,
-                "created_at": v.created_at.isoformat(),
-                "published_at": v.published_at.isoformat() if v.published_at else None,
-                "superseded_at": v.superseded_at.isoformat() if v.superseded_at else None,
-                "job": job_status(v) if v.job is not None else None,
-            }
-            for v in versions_of(document)
-        ]
-        return Response({**document_summary(document), "versions": versions})
+        data = request.data
+        if not isinstance(data, dict):
+            raise DocumentInputError("body", "invalid_body", "The body must be a JSON object.")
+        unknown = sorted(str(name) for name in data if name not in PATCH_FIELDS)
+        if unknown:
+            raise DocumentInputError(
+                unknown[0][:64], "unknown_field", f"Only {' and '.join(PATCH_FIELDS)} can be changed."
+            )
+        if not data:
+            raise DocumentInputError("body", "nothing_to_change", "Send a title, attributes or both.")
+        title, attributes = data.get("title"), data.get("attributes")
+        # An explicit null is refused like any other bad value, not read as "leave it as is".
+        if "title" in data and title is None:
+            check_title(None)
+        if "attributes" in data and attributes is None:
+            check_attributes(None)
+        document_update(document=document, title=title, attributes=attributes)
+        return Response(document_detail(self.document(document_id)))
 
     @extend_schema(request=None, responses={202: s.DeletionOut, 204: None, **ERRORS})
     def delete(self, request: Request, document_id: str) -> Response:
@@ -253,24 +300,46 @@ class JobRetryView(TenantView):
 
 
 class SearchView(TenantView):
+    """Hybrid search of the tenant's published documents (GET for a plain query, POST for
+    filters and document ids)."""
+
     throttle_classes = SEARCH_THROTTLES
+    parser_classes = [JSONParser]
 
     @extend_schema(parameters=[s.SearchIn], responses={200: s.SearchOut, **ERRORS})
     def get(self, request: Request) -> Response:
         query = s.SearchIn(data=request.query_params)
         query.is_valid(raise_exception=True)
-        q, k = query.validated_data["q"], query.validated_data["k"]
-        hits = search(self.tenant, q, k)
-        results = [
-            {
-                "document_id": str(h.document_id),
-                "document_title": h.document_title,
-                "version": h.version,
-                "page_start": h.page_start,
-                "page_end": h.page_end,
-                "snippet": h.snippet,
-                "score": h.score,
-            }
-            for h in hits
-        ]
-        return Response({"query": q, "results": results})
+        data = query.validated_data
+        return self.answer(data["q"], data["k"], data["mode"])
+
+    @extend_schema(request=s.SearchBodyIn, responses={200: s.SearchOut, **ERRORS})
+    def post(self, request: Request) -> Response:
+        body = s.SearchBodyIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        raw = data.get("filters")
+        filters = parse_filter(raw) if raw is not None else None  # FilterError: a 400 naming the field
+        return self.answer(data["query"], data["k"], data["mode"], filters, data.get("document_ids"))
+
+    def answer(
+        self, q: str, k: int, mode: Any, filters: Filter | None = None, document_ids: list[Any] | None = None
+    ) -> Response:
+        hits = search(self.tenant, q, k, mode=mode, filters=filters, document_ids=document_ids)
+        return Response({"query": q, "mode": mode, "results": [hit_out(h, q) for h in hits]})
+
+
+def hit_out(hit: SearchHit, query: str) -> dict[str, Any]:
+    return {
+        "document_id": str(hit.document_id),
+        "document_title": hit.document_title,
+        "attributes": hit.attributes,
+        "version": hit.version,
+        "page_start": hit.page_start,
+        "page_end": hit.page_end,
+        "heading_path": hit.heading_path,
+        "snippet": hit.snippet,
+        "highlight": str(highlight(hit.snippet, query)),
+        "score": hit.score,
+        "components": {name: {"rank": rank, "score": hit.scores[name]} for name, rank in hit.ranks.items()},
+    }

@@ -21,6 +21,7 @@ from django.db import transaction
 from documents.engines.validation import DocxLimits, UploadRejected, ValidatedUpload, validate_upload
 from documents.models import Document, DocumentVersion, Tenant
 from documents.pipeline import KIND
+from documents.services.attributes import check_attributes
 from jobs.models import Actor, Job
 from jobs.quotas import QueueFull, check_queue
 from jobs.services.lifecycle import job_create
@@ -90,13 +91,19 @@ def document_upload(
     title: str = "",
     user: AbstractBaseUser | AnonymousUser | None = None,
     document: Document | None = None,
+    attributes: Any = None,
 ) -> UploadResult:
     """Upload a new document, or (with ``document``) a new version of one.
 
-    Raises :class:`UploadRejected` (with its own code and HTTP status) when the file is refused.
+    ``attributes`` (decoded JSON, optional) become the document's attributes; for a new version
+    they replace the document's, like ``title``.
+
+    Raises :class:`UploadRejected` (with its own code and HTTP status) when the file is refused,
+    and ``DocumentInputError`` for bad attributes; nothing is stored then.
     """
     if document is not None and document.tenant_id != tenant.pk:
         raise ValueError("the document belongs to another tenant")
+    checked_attributes = check_attributes(attributes) if attributes is not None else None
     checked = validate_upload(
         data, filename=filename, max_bytes=settings.DOCUMENTS_MAX_UPLOAD_BYTES, docx_limits=docx_limits()
     )
@@ -109,7 +116,7 @@ def document_upload(
     check_quota(tenant)  # cheap early answer; the engine checks again under a lock (job_create)
     stored = default_storage.save(_generated_name(tenant, checked), ContentFile(checked.content))
     try:
-        return _create_version(tenant, checked, stored, title, user, document)
+        return _create_version(tenant, checked, stored, title, checked_attributes, user, document)
     except BaseException:
         default_storage.delete(stored)  # nothing half-made stays behind
         raise
@@ -124,6 +131,7 @@ def _create_version(
     checked: ValidatedUpload,
     stored: str,
     title: str,
+    attributes: dict[str, Any] | None,
     user: AbstractBaseUser | AnonymousUser | None,
     document: Document | None,
 ) -> UploadResult:
@@ -131,7 +139,10 @@ def _create_version(
     with transaction.atomic():
         if document is None:
             document = Document.objects.create(
-                tenant=tenant, title=(title or checked.safe_name)[:300], created_by=owner
+                tenant=tenant,
+                title=(title or checked.safe_name)[:300],
+                created_by=owner,
+                attributes=attributes or {},
             )
         else:
             # Lock the document: two concurrent uploads must not both become version N+1.
@@ -140,6 +151,8 @@ def _create_version(
                 raise DocumentDeleted()  # deleted while this upload was checked
             if title:
                 Document.objects.filter(pk=document.pk).update(title=title[:300])
+            if attributes is not None:
+                Document.objects.filter(pk=document.pk).update(attributes=attributes)
         number = document.latest_number + 1
         Document.objects.filter(pk=document.pk).update(latest_number=number)
         version = DocumentVersion.objects.create(

@@ -1,32 +1,27 @@
-"""Indexing: vectors into the search index in fenced batches, then a probe through real search.
+"""Indexing: the version's chunks into the search index in fenced batches, then a probe through
+the same hybrid search users run.
 
 ``ready`` is set by the engine right after this returns, in the same transaction as the
-publish hook: so this stage must prove that the version is findable first.
+publish hook: so this stage must prove that the version is findable first. The entries it writes
+are invisible to users until that commit points the document at the version.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 from django.conf import settings
-from django.db import connection
 
 from documents.causes import EMPTY_INPUT, INDEX_WRITE_FAILED
 from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
+from documents.retrieval.text import query_tokens, search_text
 from documents.search import search
 from documents.stages.common import version_of
 from jobs.context import StageContext
 from jobs.errors import StageFailure
 
-# Each batch copies its vectors inside the database: they never travel through this process.
-COPY_BATCH = """
-INSERT INTO {index} (tenant_id, document_id, version_id, chunk_id, ordinal, batch, embedder, vector)
-SELECT %(tenant)s, %(document)s, v.version_id, c.id, v.ordinal, %(batch)s, v.embedder, v.vector
-FROM {vectors} v JOIN {chunks} c ON c.version_id = v.version_id AND c.ordinal = v.ordinal
-WHERE v.version_id = %(version)s AND v.ordinal >= %(first)s AND v.ordinal < %(end)s
-ON CONFLICT DO NOTHING
-"""
+# Words of a chunk the probe searches for: a phrase, as a user would type it.
+PROBE_WORDS = 12
 
 
 def run(ctx: StageContext) -> None:
@@ -46,44 +41,49 @@ def run(ctx: StageContext) -> None:
 
 
 def copy_batch(version: DocumentVersion, batch: int, first: int, end: int) -> None:
-    """Index the version's vectors of ordinals ``first`` to ``end - 1`` as batch ``batch``; rows
-    already there (a batch replayed after a lost commit answer) are left as they are."""
-    sql = COPY_BATCH.format(
-        index=connection.ops.quote_name(IndexEntry._meta.db_table),
-        vectors=connection.ops.quote_name(ChunkVector._meta.db_table),
-        chunks=connection.ops.quote_name(Chunk._meta.db_table),
+    """Index the version's embedded chunks of ordinals ``first`` to ``end - 1`` as batch
+    ``batch``; entries already there (a batch replayed after a lost commit answer) are left as
+    they are. The full-text rows follow the entries (triggers on SQLite, a generated column on
+    PostgreSQL); the vectors stay where the embedding stage wrote them."""
+    embedded = dict(
+        ChunkVector.objects.filter(version=version, ordinal__gte=first, ordinal__lt=end).values_list(
+            "ordinal", "embedder"
+        )
     )
-    uuid = DocumentVersion._meta.pk.get_db_prep_value  # as the backend stores UUIDs
-    params = {
-        "tenant": version.document.tenant_id,
-        "document": uuid(version.document_id, connection),
-        "version": uuid(version.pk, connection),
-        "batch": batch,
-        "first": first,
-        "end": end,
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    chunks = Chunk.objects.filter(version=version, ordinal__in=embedded).only("pk", "ordinal", "text")
+    rows = [
+        IndexEntry(
+            tenant_id=version.document.tenant_id,
+            document_id=version.document_id,
+            version=version,
+            chunk_id=chunk.pk,
+            ordinal=chunk.ordinal,
+            batch=batch,
+            embedder=embedded[chunk.ordinal],
+            search_text=search_text(chunk.text),
+        )
+        for chunk in chunks
+    ]
+    IndexEntry.objects.bulk_create(rows, ignore_conflicts=True)
 
 
 def probe(ctx: StageContext) -> None:
-    """Search for one of this version's chunks through the real search path, with the tenant
+    """Search for a phrase of this version through the user's hybrid search, with the tenant
     filter applied and the version filter set to this (not yet published) version.
 
-    The probe uses the first chunk that has anything searchable (a non-zero vector); a version
-    with none has no searchable content at all, which is an input problem, not an index one.
+    The phrase is the start of the first chunk that has any searchable word; a version with none
+    has no searchable content at all, which is an input problem, not an index one.
     """
     version = version_of(ctx)
-    probe_ordinal = None
-    vectors = ChunkVector.objects.filter(version=version).order_by("ordinal").values_list("ordinal", "vector")
-    for ordinal, vector in vectors.iterator(chunk_size=20):  # stops reading at the first hit
-        if np.frombuffer(bytes(vector), dtype=np.float32).any():
-            probe_ordinal = ordinal
+    phrase = ""
+    texts = Chunk.objects.filter(version=version).order_by("ordinal").values_list("text", flat=True)
+    for text in texts.iterator(chunk_size=20):  # stops reading at the first usable chunk
+        words = text.split()[:PROBE_WORDS]
+        if query_tokens(" ".join(words)):
+            phrase = " ".join(words)
             break
-    if probe_ordinal is None:
+    if not phrase:
         raise StageFailure(EMPTY_INPUT.code, "no chunk has any searchable content")
-    text = Chunk.objects.get(version=version, ordinal=probe_ordinal).text
-    # The whole chunk: it is bounded by the chunker, and cutting it could cut its only word.
-    hits = search(version.document.tenant, text, k=5, version=version.pk)
+    hits = search(version.document.tenant, phrase, k=5, version=version.pk)
     if not any(hit.version_id == version.pk for hit in hits):
         raise StageFailure(INDEX_WRITE_FAILED.code, "probe query did not find the version's chunks")

@@ -182,6 +182,7 @@ def test_list_is_paginated_newest_first(alice: Caller):
     assert set(document) == {
         "document_id",
         "title",
+        "attributes",
         "created_at",
         "published_version",
         "published_at",
@@ -233,6 +234,7 @@ def test_detail_shows_the_published_version_the_latest_job_and_every_version(ali
     assert set(body) == {
         "document_id",
         "title",
+        "attributes",
         "created_at",
         "published_version",
         "published_at",
@@ -284,18 +286,23 @@ def test_search_finds_published_content_only(alice: Caller):
 
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == {"query", "results"}
+    assert set(body) == {"query", "mode", "results"}
     assert body["query"] == "harbor tide"
+    assert body["mode"] == "hybrid"
     assert body["results"]
     hit = body["results"][0]
     assert set(hit) == {
         "document_id",
         "document_title",
+        "attributes",
         "version",
         "page_start",
         "page_end",
+        "heading_path",
         "snippet",
+        "highlight",
         "score",
+        "components",
     }
     assert hit["document_id"] == published["document_id"]
     assert hit["document_title"] == "Harbor"

@@ -19,6 +19,7 @@ OPERATIONS = [
     ("GET", "/api/documents/"),
     ("POST", "/api/documents/"),
     ("GET", "/api/documents/{document_id}/"),
+    ("PATCH", "/api/documents/{document_id}/"),
     ("POST", "/api/documents/{document_id}/versions/"),
     ("GET", "/api/documents/{document_id}/jobs/{job_id}"),
     ("POST", "/api/documents/{document_id}/jobs/{job_id}/cancel"),
@@ -34,6 +35,7 @@ OPERATIONS = [
     ("GET", "/api/webhooks/{endpoint_id}/"),
     ("PATCH", "/api/webhooks/{endpoint_id}/"),
     ("DELETE", "/api/webhooks/{endpoint_id}/"),
+    ("POST", "/api/search"),
 ]
 EVENTS = "/api/documents/{document_id}/jobs/{job_id}/events"
 

@@ -45,6 +45,7 @@ OPERATIONS = [
     pytest.param("GET", "/api/documents/", id="list"),
     pytest.param("POST", "/api/documents/", id="upload"),
     pytest.param("GET", "/api/documents/{document_id}/", id="detail"),
+    pytest.param("PATCH", "/api/documents/{document_id}/", id="patch"),
     pytest.param("POST", "/api/documents/{document_id}/versions/", id="versions"),
     pytest.param("GET", "/api/documents/{document_id}/jobs/{job_id}", id="status"),
     pytest.param("POST", "/api/documents/{document_id}/jobs/{job_id}/cancel", id="cancel"),

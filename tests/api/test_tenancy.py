@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from documents.models import DocumentVersion
+from documents.models import Document, DocumentVersion
 from jobs.models import Job, JobEvent, Status
 from tests.api.conftest import TEXT, Caller, assert_error, drive, lose_the_worker_until_failed
 
@@ -38,14 +38,17 @@ def acme(alice: Caller) -> dict[str, dict[str, Any]]:
     return {"ready": ready, "failed": failed, "queued": queued}
 
 
-def snapshot() -> tuple[list[tuple[Any, ...]], int, int]:
+def snapshot() -> tuple[list[tuple[Any, ...]], int, int, list[tuple[Any, ...]]]:
     jobs = list(Job.objects.order_by("pk").values_list("pk", "status", "version"))
-    return jobs, DocumentVersion.objects.count(), JobEvent.objects.count()
+    documents = list(Document.objects.order_by("pk").values_list("pk", "title", "attributes"))
+    return jobs, DocumentVersion.objects.count(), JobEvent.objects.count(), documents
 
 
 def call(caller: Caller, method: str, url: str) -> Any:
     if url.endswith("/versions/"):
         return caller.client.post(url, {"file": SimpleUploadedFile("v.txt", TEXT + b"!")}, format="multipart")
+    if method == "patch":
+        return caller.client.patch(url, {"title": "Owned", "attributes": {"owned": True}}, format="json")
     return getattr(caller.client, method)(url)
 
 
@@ -68,7 +71,7 @@ def test_another_tenant_walks_every_route_and_finds_nothing(acme: dict[str, dict
     # Search reads only the caller's tenant (which has nothing published).
     found = mallory.client.get("/api/search", {"q": "harbor tide", "k": "50"})
     assert found.status_code == 200
-    assert found.json() == {"query": "harbor tide", "results": []}
+    assert found.json() == {"query": "harbor tide", "mode": "hybrid", "results": []}
 
     # Every route with an id: the other tenant's ids, unknown ids and malformed ids answer the
     # very same bytes.
@@ -77,6 +80,7 @@ def test_another_tenant_walks_every_route_and_finds_nothing(acme: dict[str, dict
         doc_routes = {
             "detail": ("get", "/api/documents/{doc}/"),
             "versions": ("post", "/api/documents/{doc}/versions/"),
+            "edit": ("patch", "/api/documents/{doc}/"),
         }
         for route, (method, template) in doc_routes.items():
             answers = {

@@ -1,6 +1,7 @@
-"""The indexing stage copies each batch of vectors inside the database: every chunk of the
-version gets exactly one index entry with its own vector, batch by batch, and a second pass over
-a batch already written (a worker lost after its commit) adds nothing."""
+"""The indexing stage writes each batch of entries: every chunk of the version gets exactly one
+index entry with its search text, batch by batch, its vector stays in one place (the embedding
+stage's row), and a second pass over a batch already written (a worker lost after its commit)
+adds nothing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
+from documents.retrieval.text import search_text
 from documents.stages.index import copy_batch
 from jobs.models import Status
 from tests.documents import files
@@ -27,7 +29,7 @@ def small_batches(settings, tmp_path: Path) -> None:
     settings.CHUNK_MAX_TOKENS = 60
 
 
-def test_every_chunk_is_indexed_once_with_its_own_vector_in_batches():
+def test_every_chunk_is_indexed_once_with_its_search_text_in_batches():
     tenant = make_tenant("acme")
     result = upload(tenant, files.text_pdf(PAGES), "tides.pdf")
     assert result.job is not None
@@ -36,17 +38,19 @@ def test_every_chunk_is_indexed_once_with_its_own_vector_in_batches():
     assert job_of(version).status == Status.READY
 
     chunks = dict(Chunk.objects.filter(version=version).values_list("ordinal", "pk"))
-    vectors = dict(ChunkVector.objects.filter(version=version).values_list("ordinal", "vector"))
+    texts = dict(Chunk.objects.filter(version=version).values_list("ordinal", "text"))
     entries = list(
         IndexEntry.objects.filter(version=version)
         .order_by("ordinal")
-        .values_list("ordinal", "batch", "chunk_id", "vector", "tenant_id", "document_id")
+        .values_list("ordinal", "batch", "chunk_id", "search_text", "tenant_id", "document_id")
     )
     assert len(chunks) > 7  # several batches of 3
     assert [e[0] for e in entries] == sorted(chunks)
     assert [e[1] for e in entries] == [n // 3 for n in range(len(chunks))]
     assert all(e[2] == chunks[e[0]] for e in entries)
-    assert all(bytes(e[3]) == bytes(vectors[e[0]]) for e in entries)
+    assert all(e[3] == search_text(texts[e[0]]) and e[3] for e in entries)
+    assert ChunkVector.objects.filter(version=version).count() == len(chunks)
+    assert not any(f.name == "vector" for f in IndexEntry._meta.get_fields())  # stored once
     assert {(e[4], e[5]) for e in entries} == {(tenant.pk, version.document_id)}
     hit = top_hit(tenant, "lighthouse number 5")
     assert hit is not None and hit.version_id == version.pk

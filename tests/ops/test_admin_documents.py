@@ -1,9 +1,11 @@
 """Document jobs: the OCR retry variants (smaller batch, alternative engine) are offered for OCR
 failures only, carry the hints the OCR stage understands, and follow the cause like any retry.
-Tenant quotas are edited on the Tenant admin; documents and versions are read-only there."""
+Tenant quotas are edited on the Tenant admin; a document's title and attributes are edited there
+through the attribute service; versions are read-only."""
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
@@ -114,14 +116,10 @@ def test_the_tenant_list_shows_running_and_waiting_jobs_beside_the_quotas(admin_
     assert '<td class="field-waiting_now">2</td>' in row and '<td class="field-running_now">0</td>' in row
 
 
-def test_documents_and_versions_are_read_only_and_tenants_are_never_deleted(admin_client):
+def test_documents_are_never_added_or_deleted_versions_are_read_only_tenants_never_deleted(admin_client):
     job = document_job()
     document = Document.objects.get(pk=job.subject_id)
     assert admin_client.get("/admin/documents/document/add/").status_code == 403
-    assert (
-        admin_client.post(f"/admin/documents/document/{document.pk}/change/", {"title": "x"}).status_code
-        == 403
-    )
     assert admin_client.get(f"/admin/documents/document/{document.pk}/delete/").status_code == 403
     assert admin_client.get("/admin/documents/documentversion/add/").status_code == 403
     acme = Tenant.objects.get(slug="acme")
@@ -147,3 +145,67 @@ def test_a_restarted_document_job_runs_through_the_real_pipeline_to_ready(settin
     assert found_versions(Tenant.objects.get(slug="acme"), "cobalt harbour") == {
         uuid.UUID(job.payload["version_id"])
     }
+
+
+# --- a document's title and attributes -----------------------------------------------------------
+
+
+def change_document(client, document: Document, title: str, attributes: str):
+    """Submit the change form as a browser would: its hidden fields (the read-only versions
+    inline's management form) plus the two editable fields."""
+    url = f"/admin/documents/document/{document.pk}/change/"
+    page = client.get(url)
+    hidden = (
+        dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page.content.decode()))
+        if page.status_code == 200
+        else {}
+    )
+    return client.post(url, {**hidden, "title": title, "attributes": attributes})
+
+
+def test_the_admin_edits_a_documents_title_and_attributes(admin_client):
+    document = Document.objects.get(pk=document_job().subject_id)
+    page = admin_client.get(f"/admin/documents/document/{document.pk}/change/").content.decode()
+    assert 'name="title"' in page and 'name="attributes"' in page
+    assert 'name="tenant"' not in page  # everything else stays read-only
+
+    response = change_document(
+        admin_client, document, "Contract", '{"year": 2024, "signed_on": "2024-03-01"}'
+    )
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    document.refresh_from_db()
+    assert (document.title, document.attributes) == ("Contract", {"year": 2024, "signed_on": "2024-03-01"})
+
+
+@pytest.mark.parametrize(
+    ("attributes", "shown"),
+    [
+        ('{"signed_on": "2024-02-30"}', "signed_on: A YYYY-MM-DD value must be a real calendar date."),
+        ('{"bad key": 1}', "is not a valid attribute name"),
+        ('["a"]', "Attributes must be a JSON object"),
+        ("{not json", "Enter a valid JSON."),
+    ],
+)
+def test_the_admin_refuses_bad_attributes_with_the_services_message(admin_client, attributes, shown):
+    document = Document.objects.get(pk=document_job().subject_id)
+    before = (document.title, document.attributes)
+
+    response = change_document(admin_client, document, "Contract", attributes)
+
+    assert response.status_code == 200
+    assert shown in response.content.decode()
+    document.refresh_from_db()
+    assert (document.title, document.attributes) == before
+
+
+def test_editing_documents_needs_the_change_document_permission(operator):
+    document = Document.objects.get(pk=document_job().subject_id)
+    assert change_document(operator, document, "Owned", "{}").status_code == 403
+    from django.contrib.auth.models import Permission, User
+
+    user = User.objects.get(username="olga")
+    user.user_permissions.add(Permission.objects.get(codename="change_document"))
+    assert change_document(operator, document, "Edited", '{"a": 1}').status_code == 302
+    document.refresh_from_db()
+    assert (document.title, document.attributes) == ("Edited", {"a": 1})

@@ -58,3 +58,30 @@ def test_an_empty_query_shows_just_the_box_and_nothing_found_says_why(alice: Mem
     nothing = html(alice.client.get("/search", {"q": "zeppelin"}))
     assert "0 results" in nothing
     assert "Nothing found in your published documents." in nothing
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_mode_is_chosen_on_the_page_and_each_hit_shows_its_scores(alice: Member):
+    ready(alice, title="Field guide")
+    body = html(alice.client.get("/search", {"q": "cobalt harbor", "mode": "lexical"}))
+    assert '<option value="lexical" selected>' in body
+    scores = body.split('data-field="scores">', 1)[1].split("</p>", 1)[0]
+    assert "Score 1.000" in scores and "words #1" in scores and "meaning" not in scores
+    hybrid = html(alice.client.get("/search", {"q": "cobalt harbor"}))
+    assert '<option value="hybrid" selected>' in hybrid
+    assert "words #1" in hybrid and "meaning #1" in hybrid
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_attribute_filter_narrows_the_results_and_a_bad_one_says_what_is_wrong(alice: Member):
+    ready(alice, title="Field guide")
+    narrowed = html(
+        alice.client.get(
+            "/search", {"q": "cobalt harbor", "filters": '{"type": "eq", "key": "dept", "value": "x"}'}
+        )
+    )
+    assert "0 results" in narrowed
+    bad = html(alice.client.get("/search", {"q": "cobalt harbor", "filters": '{"type": "near"}'}))
+    assert 'data-field="filter-error"' in bad
+    assert 'aria-invalid="true"' in bad
+    assert "Traceback" not in bad and "results" not in bad.split("</form>", 2)[-1]

