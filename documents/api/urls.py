@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from documents.api import batches, sse, views, webhooks
+from documents.api import batches, reindex, sse, views, webhooks
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
@@ -28,6 +28,11 @@ urlpatterns = [
     ),
     re_path(r"^webhooks/?$", webhooks.WebhooksView.as_view(), name="api-webhooks"),
     re_path(r"^webhooks/(?P<endpoint_id>[^/]+)/?$", webhooks.WebhookView.as_view(), name="api-webhook"),
+    # Re-index: a second job kind over the caller's workspace.
+    re_path(r"^reindex/?$", reindex.ReindexView.as_view(), name="api-reindex"),
+    re_path(r"^reindex/(?P<job_id>[^/]+)/?$", reindex.ReindexJobView.as_view(), name="api-reindex-job"),
+    re_path(r"^reindex/(?P<job_id>[^/]+)/cancel/?$", reindex.ReindexCancelView.as_view()),
+    re_path(r"^reindex/(?P<job_id>[^/]+)/retry/?$", reindex.ReindexRetryView.as_view()),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

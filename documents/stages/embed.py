@@ -1,15 +1,21 @@
-"""Embedding: chunks in numbered batches; a finished batch is never embedded or written twice."""
+"""Embedding: chunks in numbered batches; a finished batch is never embedded or written twice.
+
+While the tenant has a re-index target, each batch is embedded with the active embedder and the
+target one (DESIGN, "Embedders"): a version published during a re-index needs no second pass.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from documents.embedders import configured_embedder
-from documents.models import Chunk, ChunkVector
+from documents.embedders import tenant_embedders
+from documents.engines.embedding import Embedder
+from documents.models import Chunk, ChunkVector, DocumentVersion
 from documents.retrieval import pgvector
 from documents.stages.common import version_of
 from jobs.context import StageContext
@@ -20,31 +26,48 @@ def run(ctx: StageContext) -> None:
     chunks = list(Chunk.objects.filter(version=version).order_by("ordinal").values_list("ordinal", "text"))
     size = int(settings.EMBEDDING_BATCH_SIZE)
     batches = math.ceil(len(chunks) / size)
-    embedder = configured_embedder()
+    embedders = tenant_embedders(version.document.tenant)
     start = int(ctx.checkpoint.get("next_batch", 0))
-    # With pgvector the vector is stored once, in its column (``ChunkVector.vector`` stays empty).
-    in_pgvector = pgvector.enabled(connection)
     ctx.progress(start, batches)
     for batch in range(start, batches):
         ctx.check()
         part = chunks[batch * size : (batch + 1) * size]
-        # The provider call happens outside any transaction; only the write below is fenced.
-        vectors = np.asarray(embedder.embed([text for _, text in part]), dtype=np.float32)
-        rows = [
-            ChunkVector(
-                version=version,
-                ordinal=ordinal,
-                batch=batch,
-                embedder=embedder.name,
-                vector=b"" if in_pgvector else v.tobytes(),
-            )
-            for (ordinal, _), v in zip(part, vectors, strict=True)
+        # The provider calls happen outside any transaction; only the write below is fenced.
+        embedded = [
+            (embedder, np.asarray(embedder.embed([text for _, text in part]), dtype=np.float32))
+            for embedder in embedders
         ]
-        if in_pgvector:
-            pgvector.ensure_index(connection, embedder.name, int(vectors.shape[1]))
+        for embedder, vectors in embedded:
+            prepare_index(embedder, vectors)
         with ctx.write(checkpoint={"next_batch": batch + 1}, done=batch + 1, total=batches):
-            ChunkVector.objects.bulk_create(rows, ignore_conflicts=True)
-            if in_pgvector:
-                pgvector.write(
-                    connection, version.pk, {o: v for (o, _), v in zip(part, vectors, strict=True)}
-                )
+            for embedder, vectors in embedded:
+                write_vectors(version, batch, embedder, [o for o, _ in part], vectors)
+
+
+def write_vectors(
+    version: DocumentVersion, batch: int, embedder: Embedder, ordinals: Sequence[int], vectors: np.ndarray
+) -> None:
+    """Store ``embedder``'s vectors of the version's chunks ``ordinals`` (rows already there are
+    left as they are). With pgvector the vector is stored once, in its column
+    (``ChunkVector.vector`` stays empty)."""
+    in_pgvector = pgvector.enabled(connection)
+    rows = [
+        ChunkVector(
+            version=version,
+            ordinal=ordinal,
+            batch=batch,
+            embedder=embedder.name,
+            vector=b"" if in_pgvector else v.tobytes(),
+        )
+        for ordinal, v in zip(ordinals, vectors, strict=True)
+    ]
+    ChunkVector.objects.bulk_create(rows, ignore_conflicts=True)
+    if in_pgvector and rows:
+        pgvector.write(connection, version.pk, dict(zip(ordinals, vectors, strict=True)), embedder.name)
+
+
+def prepare_index(embedder: Embedder, vectors: np.ndarray) -> None:
+    """With pgvector, the HNSW index of ``embedder``'s vectors (created once, outside the fenced
+    write)."""
+    if pgvector.enabled(connection) and len(vectors):
+        pgvector.ensure_index(connection, embedder.name, int(vectors.shape[1]))

@@ -27,7 +27,10 @@ PROBE_WORDS = 12
 def run(ctx: StageContext) -> None:
     version = version_of(ctx)
     ordinals = list(
-        ChunkVector.objects.filter(version=version).order_by("ordinal").values_list("ordinal", flat=True)
+        ChunkVector.objects.filter(version=version)
+        .order_by("ordinal")
+        .values_list("ordinal", flat=True)
+        .distinct()  # a chunk has two vectors while a re-index runs
     )
     size = int(settings.INDEX_BATCH_SIZE)
     batches = math.ceil(len(ordinals) / size)

@@ -36,6 +36,10 @@ OPERATIONS = [
     ("PATCH", "/api/webhooks/{endpoint_id}/"),
     ("DELETE", "/api/webhooks/{endpoint_id}/"),
     ("POST", "/api/search"),
+    ("POST", "/api/reindex/"),
+    ("GET", "/api/reindex/{job_id}/"),
+    ("POST", "/api/reindex/{job_id}/cancel/"),
+    ("POST", "/api/reindex/{job_id}/retry/"),
 ]
 EVENTS = "/api/documents/{document_id}/jobs/{job_id}/events"
 
