@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from jobs import pipelines
 from jobs.errors import Cause, UserAction
@@ -64,7 +65,12 @@ def _plan(ctx: StageContext) -> None:
 
 
 def _embed_missing(ctx: StageContext) -> None:
-    """Embed published chunks that lack a target vector, a batch per fenced write."""
+    """Embed published chunks that lack a target vector, a batch per fenced write.
+
+    The walk goes forward by (version, ordinal) from the checkpoint saved with the last batch
+    (so no batch rereads what is done); counts are read once per run and then advanced by what
+    each batch wrote. The switch stage runs it again from the start, which finds only versions
+    published meanwhile."""
     from documents.embedders import embedder_for
     from documents.models import DocumentVersion
     from documents.services.reindex import counts, missing_chunks
@@ -74,14 +80,16 @@ def _embed_missing(ctx: StageContext) -> None:
     embedder = embedder_for(target)
     size = int(settings.EMBEDDING_BATCH_SIZE)
     done = counts(tenant_id, target)
-    ctx.progress(done.chunks_done, done.chunks)
+    chunks_done, total = done.chunks_done, done.chunks
+    ctx.progress(chunks_done, total)
+    after = ctx.checkpoint.get("after")  # [version id, ordinal] of the last chunk written
     while True:
         ctx.check()
-        part = list(
-            missing_chunks(tenant_id, target)
-            .order_by("version_id", "ordinal")
-            .values_list("version_id", "ordinal", "text")[:size]
-        )
+        todo = missing_chunks(tenant_id, target).order_by("version_id", "ordinal")
+        if after is not None:
+            version_id, ordinal = after
+            todo = todo.filter(Q(version_id__gt=version_id) | Q(version_id=version_id, ordinal__gt=ordinal))
+        part = list(todo.values_list("version_id", "ordinal", "text")[:size])
         if not part:
             return
         # The model call happens outside any transaction; only the write below is fenced.
@@ -91,17 +99,20 @@ def _embed_missing(ctx: StageContext) -> None:
         for row, (version_id, _ordinal, _text) in enumerate(part):
             by_version[version_id].append(row)
         versions = DocumentVersion.objects.in_bulk(list(by_version))
-        chunks_done = done.chunks_done + len(part)
-        checkpoint = {"chunks_done": chunks_done, "chunks": done.chunks}
-        with ctx.write(checkpoint=checkpoint, done=chunks_done, total=max(done.chunks, chunks_done)):
+        chunks_done += len(part)
+        total = max(total, chunks_done)  # versions published since the count
+        after = [str(part[-1][0]), part[-1][1]]
+        with ctx.write(
+            checkpoint={"after": after, "chunks_done": chunks_done}, done=chunks_done, total=total
+        ):
             for version_id, rows in by_version.items():
                 ordinals = [part[r][1] for r in rows]
                 write_vectors(versions[version_id], ordinals[0], embedder, ordinals, vectors[rows])
-        done = counts(tenant_id, target)
 
 
 def _switch(ctx: StageContext) -> None:
-    """Catch up with versions published since the embed stage; the hook then switches."""
+    """Catch up with versions published since the embed stage (a full walk: they may sort
+    before the embed stage's last chunk); the hook then switches."""
     _embed_missing(ctx)
 
 

@@ -8,12 +8,14 @@ The pair of embedders is the hashing one at 1024 and at 512 dimensions (two vect
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from documents.models import ChunkVector, Tenant, WebhookMessage
 from documents.reindex import KIND
@@ -198,3 +200,41 @@ def test_changing_the_configured_embedder_keeps_existing_tenants_searching(tenan
         assert set(ChunkVector.objects.filter(version=late).values_list("embedder", flat=True)) == {OLD}
     finally:
         configured_embedder.cache_clear()
+
+
+def test_a_searcher_beside_the_reindex_never_gets_an_empty_or_different_answer(tenant, settings):
+    """Another connection searches without pause while the job runs in this one: every answer
+    has the same documents, from before the switch's commit to after it (it sees both
+    embedders active in turn)."""
+    before = membership(tenant)
+    settings.EMBEDDING_BATCH_SIZE = 1
+    job = reindex_start(tenant=tenant, embedder="hashing:512")
+    same: list[bool] = []
+    actives: set[str] = set()
+    errors: list[BaseException] = []
+    searching, stop = threading.Event(), threading.Event()
+
+    def searcher() -> None:
+        try:
+            while True:
+                last = stop.is_set()
+                actives.add(Tenant.objects.get(pk=tenant.pk).active_embedder)
+                same.append(membership(tenant) == before)
+                searching.set()
+                if last:
+                    return
+        except BaseException as exc:
+            errors.append(exc)
+            searching.set()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=searcher, daemon=True)
+    thread.start()
+    assert searching.wait(30)
+    assert run_until_idle(job.pk).status == Status.READY
+    stop.set()
+    thread.join(60)
+    assert not errors, errors
+    assert len(same) >= 2 and all(same)
+    assert actives == {OLD, NEW}
