@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
+from documents.causes import VECTORS_MISSING
 from jobs import pipelines
 from jobs.errors import Cause, UserAction
 from jobs.errors import _ as _
@@ -37,14 +38,6 @@ TARGET_GONE = Cause(
     transient=False,
     user_retryable=False,
     rule=RetryRule(max_attempts=1),
-)
-VECTORS_MISSING = Cause(
-    "reindex_incomplete",
-    _("Documents published during the re-index still need vectors. It continues automatically."),
-    UserAction.WAIT,
-    transient=True,
-    user_retryable=True,
-    rule=RetryRule(max_attempts=5, base_delay=2, max_delay=60),
 )
 
 

@@ -5,22 +5,27 @@ records the *target* embedder on the tenant; from then on ingestion embeds new v
 active and the target embedder, and the job embeds every published version's chunks with the
 target. Search keeps ranking with the *active* embedder's vectors throughout. The switch stage's
 publish hook moves the tenant to the target in one commit (refused while a published version
-still lacks target vectors); the old vectors are removed after that commit, and by the reaper's
-sweep if the worker died first. A cancel (or a failure) clears the target and removes the target's
-vectors: the active embedder never stopped serving.
+still lacks target vectors); the old vectors are removed by the reaper's sweep a grace period
+after that commit (a search that read the old active embedder just before may still use them).
+A cancel (or a failure) clears the target and removes the target's vectors: the active embedder
+never stopped serving.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, QuerySet
+from django.utils import timezone
 
+from documents.causes import VECTORS_MISSING
 from documents.embedders import UnknownEmbedder, configured_embedder, embedder_for, tenant_embedder_name
 from documents.models import Chunk, ChunkVector, IndexEntry, Tenant
-from documents.reindex import KIND, TARGET_GONE, VECTORS_MISSING
+from documents.reindex import KIND, TARGET_GONE
 from jobs.errors import StageFailure
 from jobs.models import FINISHED, Actor, Job, Status
 from jobs.services.lifecycle import job_create
@@ -132,11 +137,11 @@ def reindex_switch(job: Job) -> None:
     if missing_chunks(tenant.pk, target).exists():
         # Published after the switch stage's catch-up: the retry embeds it, then switches.
         raise StageFailure(VECTORS_MISSING.code, "a published version has no target vectors yet")
+    # The old vectors are not removed here: a search that read the active embedder just before
+    # this commit may still be ranking with them. The reaper removes them after the grace.
     Tenant.objects.filter(pk=tenant.pk).update(
         active_embedder=target, target_embedder="", retired_embedder=tenant.active_embedder
     )
-    tenant_id = tenant.pk
-    transaction.on_commit(lambda: retired_vectors_remove(tenant_id=tenant_id))
 
 
 def reindex_cleanup(job: Job, from_stage: str) -> None:
@@ -163,12 +168,18 @@ def reindex_finished(job: Job) -> None:
 
 
 def retired_vectors_remove(*, tenant_id: Any) -> bool:
-    """Remove the vectors of the tenant's retired embedder (after a switch); True when done."""
-    tenant = Tenant.objects.filter(pk=tenant_id).first()
+    """Remove the vectors of the tenant's retired embedder once ``REINDEX_RETIRE_GRACE_SECONDS``
+    have passed since the switch; True when done."""
+    tenant = Tenant.objects.select_related("reindex_job").filter(pk=tenant_id).first()
     if tenant is None or not tenant.retired_embedder:
         return False
+    switched = tenant.reindex_job.finished_at if tenant.reindex_job else None
+    grace = timedelta(seconds=float(settings.REINDEX_RETIRE_GRACE_SECONDS))
+    if switched is not None and timezone.now() < switched + grace:
+        return False
     retired = tenant.retired_embedder
-    if retired != tenant.active_embedder:
+    # A new re-index back to the retired embedder reuses its vectors rather than losing them.
+    if retired not in (tenant.active_embedder, tenant.target_embedder):
         _remove_vectors(tenant_id, retired)
         IndexEntry.objects.filter(tenant_id=tenant_id, embedder=retired).update(
             embedder=tenant.active_embedder
@@ -178,7 +189,8 @@ def retired_vectors_remove(*, tenant_id: Any) -> bool:
 
 
 def retired_vectors_sweep(limit: int) -> list[Any]:
-    """The reaper's sweep: finish the removals a worker died before (or during)."""
+    """The reaper's sweep: remove retired vectors whose grace has passed (also a removal a
+    reaper died in: it is idempotent)."""
     pending = Tenant.objects.exclude(retired_embedder="").values_list("pk", flat=True)[:limit]
     return [pk for pk in list(pending) if retired_vectors_remove(tenant_id=pk)]
 

@@ -71,3 +71,25 @@ def prepare_index(embedder: Embedder, vectors: np.ndarray) -> None:
     write)."""
     if pgvector.enabled(connection) and len(vectors):
         pgvector.ensure_index(connection, embedder.name, int(vectors.shape[1]))
+
+
+def embed_missing(ctx: StageContext, version: DocumentVersion) -> None:
+    """Embed the version's chunks that lack a vector of one of the tenant's embedders now: a
+    re-index started (or switched) after this version's embedding stage ran. Nothing to do,
+    and two counts, in the usual case."""
+    size = int(settings.EMBEDDING_BATCH_SIZE)
+    chunks = Chunk.objects.filter(version=version)
+    total = chunks.count()
+    for embedder in tenant_embedders(version.document.tenant):
+        have = ChunkVector.objects.filter(version=version, embedder=embedder.name)
+        if have.count() >= total:
+            continue
+        done = set(have.values_list("ordinal", flat=True))
+        todo = [(o, t) for o, t in chunks.order_by("ordinal").values_list("ordinal", "text") if o not in done]
+        for start in range(0, len(todo), size):
+            ctx.check()
+            part = todo[start : start + size]
+            vectors = np.asarray(embedder.embed([text for _, text in part]), dtype=np.float32)
+            prepare_index(embedder, vectors)
+            with ctx.write():
+                write_vectors(version, start // size, embedder, [o for o, _ in part], vectors)

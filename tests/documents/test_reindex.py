@@ -20,7 +20,7 @@ from django.db import connection
 from documents.models import ChunkVector, Tenant, WebhookMessage
 from documents.reindex import KIND
 from documents.search import search
-from documents.services.reindex import ReindexRefused, reindex_start
+from documents.services.reindex import ReindexRefused, reindex_start, retired_vectors_sweep
 from documents.services.webhooks import webhook_endpoint_create
 from documents.webhook_delivery import deliver
 from jobs import pipelines
@@ -129,8 +129,13 @@ def test_search_keeps_its_answers_through_a_reindex_that_switches_in_one_commit(
     assert finished.status == Status.READY and finished.progress == 100.0
     assert (finished.processed, finished.total) == (chunks, chunks)
     state = Tenant.objects.get(pk=tenant.pk)
-    assert (state.active_embedder, state.target_embedder, state.retired_embedder) == (NEW, "", "")
-    assert vectors(tenant, OLD) == 0 and vectors(tenant, NEW) == chunks  # removed after the commit
+    assert (state.active_embedder, state.target_embedder, state.retired_embedder) == (NEW, "", OLD)
+    # The old vectors outlive the switch by the grace (searches begun before it use them) ...
+    assert retired_vectors_sweep(10) == [] and vectors(tenant, OLD) == chunks
+    settings.REINDEX_RETIRE_GRACE_SECONDS = 0
+    assert retired_vectors_sweep(10) == [tenant.pk]  # ... then the reaper's sweep removes them
+    assert vectors(tenant, OLD) == 0 and vectors(tenant, NEW) == chunks
+    assert Tenant.objects.get(pk=tenant.pk).retired_embedder == ""
     assert membership(tenant) == before
     message = WebhookMessage.objects.get(event_type="reindex.completed")
     deliver(str(message.pk))  # what the worker's task does with it
@@ -238,3 +243,6 @@ def test_a_searcher_beside_the_reindex_never_gets_an_empty_or_different_answer(t
     assert not errors, errors
     assert len(same) >= 2 and all(same)
     assert actives == {OLD, NEW}
+    settings.REINDEX_RETIRE_GRACE_SECONDS = 0
+    assert retired_vectors_sweep(10) == [tenant.pk] and vectors(tenant, OLD) == 0
+    assert membership(tenant) == before

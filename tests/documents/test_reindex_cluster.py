@@ -49,6 +49,7 @@ def env(subprocess_env: dict[str, str], settings, tmp_path: Path) -> dict[str, s
         "MEDIA_ROOT": str(settings.MEDIA_ROOT),
         "EMBEDDING_BATCH_SIZE": "4",
         "JOBS_PROGRESS_EVENT_SECONDS": "0",
+        "REINDEX_RETIRE_GRACE_SECONDS": "0",  # the reaper removes the old vectors at its next pass
     }
 
 
