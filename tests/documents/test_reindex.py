@@ -24,9 +24,10 @@ from documents.services.reindex import ReindexRefused, reindex_start, retired_ve
 from documents.services.webhooks import webhook_endpoint_create
 from documents.webhook_delivery import deliver
 from jobs import pipelines
-from jobs.models import Job, Status
+from jobs.models import Job, StageRun, Status
 from jobs.services.lifecycle import job_cancel
-from tests.documents.helpers import make_tenant, run_until_idle, upload
+from tests.conftest import wait_for
+from tests.documents.helpers import JobThread, make_tenant, paused_after, run_until_idle, upload
 from tests.documents.webhook_receiver import Receiver, receiver, signature_valid
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -246,3 +247,30 @@ def test_a_searcher_beside_the_reindex_never_gets_an_empty_or_different_answer(t
     settings.REINDEX_RETIRE_GRACE_SECONDS = 0
     assert retired_vectors_sweep(10) == [tenant.pk] and vectors(tenant, OLD) == 0
     assert membership(tenant) == before
+
+
+def test_a_version_embedded_before_the_switch_and_published_after_gets_the_new_vectors(tenant, settings):
+    """Its ingestion job waits between indexing and publishing while a whole re-index runs: the
+    publish refuses it (no vector of the now active embedder), and the indexing stage's retry
+    embeds it, then publishes."""
+    result = upload(tenant, b"A heron waited motionless in the reed bed by the weir.", "heron.txt")
+    assert result.job is not None
+    with paused_after("indexing") as gate:
+        worker = JobThread(result.job.pk)
+        worker.start()
+        gate.wait_reached()
+        embedders = ChunkVector.objects.filter(version=result.version).values_list("embedder", flat=True)
+        assert set(embedders) == {OLD}
+        job = reindex_start(tenant=tenant, embedder="hashing:512")
+        assert run_until_idle(job.pk).status == Status.READY
+        gate.release.set()
+        worker.finish()
+    assert Job.objects.get(pk=result.job.pk).status != Status.READY
+    runs = StageRun.objects.filter(job_id=result.job.pk, stage="indexing").order_by("started_at")
+    assert [run.error_code for run in runs] == ["vectors_missing"]  # the publish refused it
+
+    wait_for(lambda: run_until_idle(result.job.pk).status == Status.READY, timeout=30, what="published")
+    assert set(embedders.all()) == {OLD, NEW}  # the retry added the new embedder's
+    assert [run.error_code for run in runs.all()] == ["vectors_missing", ""]
+    hits = search(Tenant.objects.get(pk=tenant.pk), "heron reed weir", k=3, mode="semantic")
+    assert hits and hits[0].version_id == result.version.pk
