@@ -154,7 +154,7 @@ def build(n: int) -> dict[str, Any]:
             for i in part:
                 by_version.setdefault(versions[docs[i]].pk, {})[i % CHUNKS_PER_DOC] = vectors[i]
             for version_id, rows in by_version.items():
-                pgvector.write(connection, version_id, rows)
+                pgvector.write(connection, version_id, rows, embedder.name)
         IndexEntry.objects.bulk_create(
             IndexEntry(
                 tenant=tenant,

@@ -150,6 +150,9 @@ def _count_jobs(statuses: tuple[str, ...]) -> Coalesce:
     return Coalesce(Subquery(jobs, output_field=IntegerField()), 0)
 
 
+REINDEX_FIELDS = ("active_embedder", "target_embedder", "reindex_job")
+
+
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
     list_display = (
@@ -160,11 +163,15 @@ class TenantAdmin(admin.ModelAdmin):
         "waiting_now",
         "max_queued_jobs",
         "created_at",
+        "active_embedder",
+        "reindex",
     )
     list_editable = ("max_running_jobs", "max_queued_jobs")
     search_fields = ("slug", "name")
-    fields = ("slug", "name", "max_running_jobs", "max_queued_jobs", "created_at")
-    readonly_fields = ("created_at",)
+    fields = ("slug", "name", "max_running_jobs", "max_queued_jobs", "created_at", *REINDEX_FIELDS)
+    readonly_fields = ("created_at", *REINDEX_FIELDS)
+    actions = ("start_reindex",)
+    list_select_related = ("reindex_job",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tenant]:
         return (
@@ -177,7 +184,25 @@ class TenantAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Tenant | None = None) -> tuple[str, ...]:
         # The slug is the key jobs carry for this tenant: renaming it would orphan them.
-        return ("slug", "created_at") if obj is not None else ("created_at",)
+        return ("slug", "created_at", *REINDEX_FIELDS) if obj is not None else self.readonly_fields
+
+    @admin.action(description="Re-index with the configured embedder (search keeps working)")
+    def start_reindex(self, request: HttpRequest, queryset: QuerySet[Tenant]) -> None:
+        # Through the re-index service, as the operator: one job per tenant, refusals reported.
+        from documents.services.reindex import ReindexRefused, reindex_start
+
+        for tenant in queryset:
+            try:
+                operator = request.user.get_username()
+                job = reindex_start(tenant=tenant, actor=Actor.OPERATOR, actor_name=operator)
+            except ReindexRefused as refused:
+                self.message_user(request, f"{tenant.slug}: {refused.message}", level=messages.WARNING)
+            else:
+                self.message_user(request, f"{tenant.slug}: re-index to {job.payload['target']} started.")
+
+    @admin.display(description="re-index")
+    def reindex(self, tenant: Tenant) -> str:
+        return job_link(tenant.reindex_job)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # deleting a tenant would cascade to its documents; not an admin click

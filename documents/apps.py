@@ -8,7 +8,7 @@ class DocumentsConfig(AppConfig):
 
     def ready(self) -> None:
         import documents.checks  # noqa: F401  (registers the system checks)
-        from documents import pipeline
+        from documents import pipeline, reindex
         from documents.audit import LEFTOVERS
         from documents.engines.ocr import tesseract_leftover_age
         from documents.services.again import PROCESS_AGAIN
@@ -22,6 +22,7 @@ class DocumentsConfig(AppConfig):
         from jobs.services.reaper import register_sweep
 
         pipeline.register()
+        reindex.register()  # the second job kind: re-index a tenant with another embedder
         # Search: sqlite-vec in every SQLite connection, and the full-text index kept whole.
         from django.db.backends.signals import connection_created
         from django.db.models.signals import post_migrate
@@ -44,3 +45,7 @@ class DocumentsConfig(AppConfig):
         from documents.services.vector_stores import stores_expire_sweep
 
         register_sweep("documents.vector_store_expiry", stores_expire_sweep)
+
+        from documents.services.reindex import retired_vectors_sweep
+
+        register_sweep("documents.reindex_retired", retired_vectors_sweep)

@@ -106,6 +106,16 @@ INDEX_WRITE_FAILED = Cause(
     user_retryable=True,
     rule=RetryRule(max_attempts=5, base_delay=2, max_delay=60),
 )
+# A version embedded before a re-index switched its tenant (published later), or a switch that
+# finds a published version without the new embedder's vectors: the retry embeds them.
+VECTORS_MISSING = Cause(
+    "vectors_missing",
+    _("Some chunks still need vectors of the workspace's new embedder. Processing continues automatically."),
+    UserAction.WAIT,
+    transient=True,
+    user_retryable=True,
+    rule=RetryRule(max_attempts=5, base_delay=1, max_delay=30),
+)
 SUPERSEDED = Cause(
     "superseded",
     _("A newer version of this document was published first, so this version was not published."),
@@ -161,6 +171,7 @@ ALL = (
     EMBEDDING_PROVIDER_DOWN,
     EMBEDDING_AUTH,
     INDEX_WRITE_FAILED,
+    VECTORS_MISSING,
     SUPERSEDED,
     RESOURCE_LIMIT,
     TOO_MANY_PAGES,

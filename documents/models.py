@@ -27,6 +27,13 @@ class Tenant(models.Model):
     max_running_jobs = models.PositiveIntegerField(default=4)
     max_queued_jobs = models.PositiveIntegerField(default=200)
     created_at = models.DateTimeField(default=timezone.now)
+    # Re-index (documents/reindex.py): the embedder whose vectors search and ingestion use
+    # (empty until first needed: then the configured one), the one a running re-index embeds
+    # with, and the one whose vectors a finished switch still has to remove.
+    active_embedder = models.CharField(max_length=100, blank=True, default="")
+    target_embedder = models.CharField(max_length=100, blank=True, default="")
+    retired_embedder = models.CharField(max_length=100, blank=True, default="")
+    reindex_job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     def __str__(self) -> str:
         return self.name or self.slug
@@ -201,7 +208,12 @@ class ChunkVector(models.Model):
     vector = models.BinaryField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["version", "ordinal"], name="vector_once")]
+        # One vector per chunk and embedder: a re-index adds the target's beside the active's.
+        constraints = [
+            models.UniqueConstraint(
+                fields=["version", "ordinal", "embedder"], name="vector_once_per_embedder"
+            )
+        ]
 
 
 class IndexEntry(models.Model):

@@ -1,6 +1,6 @@
 """Hybrid search over a tenant's published versions: full-text and dense rankings, fused.
 
-``mode`` picks the lists: ``lexical`` (BM25-class full text), ``semantic`` (the configured
+``mode`` picks the lists: ``lexical`` (BM25-class full text), ``semantic`` (the tenant's active
 embedder's cosine similarity) or ``hybrid`` (both, fused by reciprocal rank fusion; the default).
 Each hit carries the fused score, normalised to 0-1 (``documents.retrieval.fusion``), and the
 rank and score it had in each list. No similarity cut can hide a full-text match: the only floor
@@ -24,7 +24,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from documents.embedders import configured_embedder
+from documents.embedders import embedder_for, tenant_embedder_name
 from documents.models import IndexEntry, Tenant
 from documents.retrieval import backends
 from documents.retrieval.filters import Filter, filter_sql
@@ -85,7 +85,9 @@ def search(
         return []
     if mode not in MODES:
         raise ValueError(f"unknown search mode {mode!r}")
-    embedder = configured_embedder()
+    # The tenant's active embedder, not the configured one: a settings change must not empty
+    # search; a re-index switches it (documents/reindex.py).
+    embedder = embedder_for(tenant_embedder_name(tenant))
     conditions = list(where)
     if filters is not None:
         conditions.append(filter_sql(filters, connection.vendor, "d.attributes"))

@@ -4,7 +4,7 @@ from django.urls import URLPattern, URLResolver, path, re_path
 from django.urls.resolvers import RoutePattern
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from documents.api import batches, collections, inspection, sse, views, webhooks
+from documents.api import batches, collections, inspection, reindex, sse, views, webhooks
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
@@ -53,6 +53,11 @@ urlpatterns = [
         collections.CollectionView.as_view(),
         name="api-collection",
     ),
+    # Re-index: a second job kind over the caller's workspace.
+    re_path(r"^reindex/?$", reindex.ReindexView.as_view(), name="api-reindex"),
+    re_path(r"^reindex/(?P<job_id>[^/]+)/?$", reindex.ReindexJobView.as_view(), name="api-reindex-job"),
+    re_path(r"^reindex/(?P<job_id>[^/]+)/cancel/?$", reindex.ReindexCancelView.as_view()),
+    re_path(r"^reindex/(?P<job_id>[^/]+)/retry/?$", reindex.ReindexRetryView.as_view()),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

@@ -97,14 +97,17 @@ def ensure_index(connection: Any, embedder: str, dimension: int) -> None:
     _INDEXED.add(key)
 
 
-def write(connection: Any, version_id: Any, vectors: dict[int, npt.NDArray[np.float32]]) -> None:
-    """Store the vectors of the version's chunks (by ordinal) in the pgvector column."""
+def write(
+    connection: Any, version_id: Any, vectors: dict[int, npt.NDArray[np.float32]], embedder: str
+) -> None:
+    """Store ``embedder``'s vectors of the version's chunks (by ordinal) in the pgvector column
+    (a chunk has one row per embedder while a re-index runs)."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE documents_chunkvector c SET {COLUMN} = u.e::vector "
             "FROM unnest(%s::int[], %s::text[]) AS u(o, e) "
-            f"WHERE c.version_id = %s AND c.ordinal = u.o AND c.{COLUMN} IS NULL",
-            [list(vectors), [literal(v) for v in vectors.values()], version_id],
+            f"WHERE c.version_id = %s AND c.ordinal = u.o AND c.embedder = %s AND c.{COLUMN} IS NULL",
+            [list(vectors), [literal(v) for v in vectors.values()], version_id, embedder],
         )
 
 

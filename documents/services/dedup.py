@@ -108,7 +108,7 @@ def copy_vectors(source: DocumentVersion, version: DocumentVersion, embedder: st
                 f"UPDATE documents_chunkvector c SET {pgvector.COLUMN} = s.{pgvector.COLUMN} "
                 "FROM documents_chunkvector s "
                 "WHERE c.version_id = %s AND s.version_id = %s AND s.ordinal = c.ordinal "
-                f"AND s.embedder = %s AND c.{pgvector.COLUMN} IS NULL",
+                f"AND s.embedder = %s AND c.embedder = s.embedder AND c.{pgvector.COLUMN} IS NULL",
                 [version.pk, source.pk, embedder],
             )
     return len(rows)

@@ -6,8 +6,8 @@ import uuid
 
 from django.utils import timezone
 
-from documents.causes import SUPERSEDED
-from documents.models import Chunk, ChunkVector, Document, DocumentVersion, IndexEntry, Page
+from documents.causes import SUPERSEDED, VECTORS_MISSING
+from documents.models import Chunk, ChunkVector, Document, DocumentVersion, IndexEntry, Page, Tenant
 from jobs.errors import StageFailure
 from jobs.models import Job
 from jobs.services.cleanup import job_request_cleanup
@@ -33,6 +33,16 @@ def version_publish(job: Job) -> None:
     version = DocumentVersion.objects.get(pk=job.payload["version_id"])
     # Serialises publishers of one document so two versions cannot both win.
     document = Document.objects.select_for_update().get(pk=version.document_id)
+    # After the document (lock order: job, document, tenant): a re-index's switch holds the
+    # tenant too, so this publish sees the active embedder before or after the switch, never
+    # between its check and its commit.
+    tenants = Tenant.objects.select_for_update().values_list("active_embedder", flat=True)
+    active = tenants.get(pk=document.tenant_id)
+    vectors = ChunkVector.objects.filter(version=version)
+    if active and vectors.exists() and not vectors.filter(embedder=active).exists():
+        # Embedded before a re-index switched the tenant: the indexing stage's retry embeds it
+        # with the active embedder, then publishes (never a version search cannot rank).
+        raise StageFailure(VECTORS_MISSING.code, "the version has no vectors of the active embedder")
     current = document.published_version
     if current is not None and current.number > version.number:
         detail = f"v{current.number} is already published; v{version.number} is not"

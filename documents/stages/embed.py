@@ -1,15 +1,21 @@
-"""Embedding: chunks in numbered batches; a finished batch is never embedded or written twice."""
+"""Embedding: chunks in numbered batches; a finished batch is never embedded or written twice.
+
+While the tenant has a re-index target, each batch is embedded with the active embedder and the
+target one (DESIGN, "Embedders"): a version published during a re-index needs no second pass.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from documents.embedders import configured_embedder
-from documents.models import Chunk, ChunkVector
+from documents.embedders import tenant_embedders
+from documents.engines.embedding import Embedder
+from documents.models import Chunk, ChunkVector, DocumentVersion
 from documents.retrieval import pgvector
 from documents.services.dedup import copy_vectors, source_of
 from documents.stages.common import version_of
@@ -21,40 +27,79 @@ def run(ctx: StageContext) -> None:
     chunks = list(Chunk.objects.filter(version=version).order_by("ordinal").values_list("ordinal", "text"))
     size = int(settings.EMBEDDING_BATCH_SIZE)
     batches = math.ceil(len(chunks) / size)
-    embedder = configured_embedder()
+    embedders = tenant_embedders(version.document.tenant)
     source = source_of(version)
-    if source is not None and ChunkVector.objects.filter(
-        version=source, embedder=embedder.name
-    ).count() == len(
-        chunks
-    ):  # dedup: every chunk's vector of this embedder exists already; copied (no embedder call)
+    if source is not None and all(
+        ChunkVector.objects.filter(version=source, embedder=embedder.name).count() == len(chunks)
+        for embedder in embedders
+    ):  # dedup: every chunk's vector of every embedder exists already; copied (no embedder call)
         with ctx.write(checkpoint={"next_batch": batches, "reused": True}, done=batches, total=batches):
-            copy_vectors(source, version, embedder.name)
+            for embedder in embedders:
+                copy_vectors(source, version, embedder.name)
         return
     start = int(ctx.checkpoint.get("next_batch", 0))
-    # With pgvector the vector is stored once, in its column (``ChunkVector.vector`` stays empty).
-    in_pgvector = pgvector.enabled(connection)
     ctx.progress(start, batches)
     for batch in range(start, batches):
         ctx.check()
         part = chunks[batch * size : (batch + 1) * size]
-        # The provider call happens outside any transaction; only the write below is fenced.
-        vectors = np.asarray(embedder.embed([text for _, text in part]), dtype=np.float32)
-        rows = [
-            ChunkVector(
-                version=version,
-                ordinal=ordinal,
-                batch=batch,
-                embedder=embedder.name,
-                vector=b"" if in_pgvector else v.tobytes(),
-            )
-            for (ordinal, _), v in zip(part, vectors, strict=True)
+        # The provider calls happen outside any transaction; only the write below is fenced.
+        embedded = [
+            (embedder, np.asarray(embedder.embed([text for _, text in part]), dtype=np.float32))
+            for embedder in embedders
         ]
-        if in_pgvector:
-            pgvector.ensure_index(connection, embedder.name, int(vectors.shape[1]))
+        for embedder, vectors in embedded:
+            prepare_index(embedder, vectors)
         with ctx.write(checkpoint={"next_batch": batch + 1}, done=batch + 1, total=batches):
-            ChunkVector.objects.bulk_create(rows, ignore_conflicts=True)
-            if in_pgvector:
-                pgvector.write(
-                    connection, version.pk, {o: v for (o, _), v in zip(part, vectors, strict=True)}
-                )
+            for embedder, vectors in embedded:
+                write_vectors(version, batch, embedder, [o for o, _ in part], vectors)
+
+
+def write_vectors(
+    version: DocumentVersion, batch: int, embedder: Embedder, ordinals: Sequence[int], vectors: np.ndarray
+) -> None:
+    """Store ``embedder``'s vectors of the version's chunks ``ordinals`` (rows already there are
+    left as they are). With pgvector the vector is stored once, in its column
+    (``ChunkVector.vector`` stays empty)."""
+    in_pgvector = pgvector.enabled(connection)
+    rows = [
+        ChunkVector(
+            version=version,
+            ordinal=ordinal,
+            batch=batch,
+            embedder=embedder.name,
+            vector=b"" if in_pgvector else v.tobytes(),
+        )
+        for ordinal, v in zip(ordinals, vectors, strict=True)
+    ]
+    ChunkVector.objects.bulk_create(rows, ignore_conflicts=True)
+    if in_pgvector and rows:
+        pgvector.write(connection, version.pk, dict(zip(ordinals, vectors, strict=True)), embedder.name)
+
+
+def prepare_index(embedder: Embedder, vectors: np.ndarray) -> None:
+    """With pgvector, the HNSW index of ``embedder``'s vectors (created once, outside the fenced
+    write)."""
+    if pgvector.enabled(connection) and len(vectors):
+        pgvector.ensure_index(connection, embedder.name, int(vectors.shape[1]))
+
+
+def embed_missing(ctx: StageContext, version: DocumentVersion) -> None:
+    """Embed the version's chunks that lack a vector of one of the tenant's embedders now: a
+    re-index started (or switched) after this version's embedding stage ran. Nothing to do,
+    and two counts, in the usual case."""
+    size = int(settings.EMBEDDING_BATCH_SIZE)
+    chunks = Chunk.objects.filter(version=version)
+    total = chunks.count()
+    for embedder in tenant_embedders(version.document.tenant):
+        have = ChunkVector.objects.filter(version=version, embedder=embedder.name)
+        if have.count() >= total:
+            continue
+        done = set(have.values_list("ordinal", flat=True))
+        todo = [(o, t) for o, t in chunks.order_by("ordinal").values_list("ordinal", "text") if o not in done]
+        for start in range(0, len(todo), size):
+            ctx.check()
+            part = todo[start : start + size]
+            vectors = np.asarray(embedder.embed([text for _, text in part]), dtype=np.float32)
+            prepare_index(embedder, vectors)
+            with ctx.write():
+                write_vectors(version, start // size, embedder, [o for o, _ in part], vectors)

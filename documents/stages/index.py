@@ -17,6 +17,7 @@ from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
 from documents.retrieval.text import query_tokens, search_text
 from documents.search import search
 from documents.stages.common import version_of
+from documents.stages.embed import embed_missing
 from jobs.context import StageContext
 from jobs.errors import StageFailure
 
@@ -26,8 +27,14 @@ PROBE_WORDS = 12
 
 def run(ctx: StageContext) -> None:
     version = version_of(ctx)
+    # A re-index may have started or switched since the embedding stage (then the publish
+    # refuses a version without the active embedder's vectors, and this retry adds them).
+    embed_missing(ctx, version)
     ordinals = list(
-        ChunkVector.objects.filter(version=version).order_by("ordinal").values_list("ordinal", flat=True)
+        ChunkVector.objects.filter(version=version)
+        .order_by("ordinal")
+        .values_list("ordinal", flat=True)
+        .distinct()  # a chunk has two vectors while a re-index runs
     )
     size = int(settings.INDEX_BATCH_SIZE)
     batches = math.ceil(len(ordinals) / size)

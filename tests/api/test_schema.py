@@ -43,6 +43,10 @@ OPERATIONS = [
     ("PATCH", "/api/collections/{collection_id}/"),
     ("DELETE", "/api/collections/{collection_id}/"),
     ("GET", "/api/documents/{document_id}/versions/{number}/chunks/"),
+    ("POST", "/api/reindex/"),
+    ("GET", "/api/reindex/{job_id}/"),
+    ("POST", "/api/reindex/{job_id}/cancel/"),
+    ("POST", "/api/reindex/{job_id}/retry/"),
 ]
 # The OpenAI-compatible API (issue 14).
 OPERATIONS += [

@@ -1,0 +1,141 @@
+"""``/api/reindex``: start a re-index of the caller's workspace, follow it, cancel or retry it.
+
+The status JSON has the fields of an ingestion job's (``documents.selectors.job_status``) plus
+the embedders and the versions and chunks done of the published total.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from documents.api.errors import ApiError
+from documents.api.views import ACTION_ERRORS, ERRORS, TenantView, _error
+from documents.services.reindex import ReindexRefused, counts, reindex_job, reindex_start
+from jobs.models import Actor, Job
+from jobs.quotas import QueueFull
+from jobs.selectors import job_view
+from jobs.services.lifecycle import job_cancel, job_retry
+
+
+class ReindexIn(serializers.Serializer[Any]):
+    embedder = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=100,
+        help_text="An embedder name (e.g. hashing-v1-512), a backend (local, hashing, http) or "
+        "hashing:<dimension>; default: the configured embedder.",
+    )
+
+
+class ReindexOut(serializers.Serializer[Any]):
+    job_id = serializers.CharField()
+    status = serializers.CharField()
+    state = serializers.CharField()
+    stage = serializers.CharField()
+    progress = serializers.FloatField(allow_null=True)
+    embedder = serializers.CharField()
+    previous_embedder = serializers.CharField()
+    versions = serializers.DictField(child=serializers.IntegerField())
+    chunks = serializers.DictField(child=serializers.IntegerField())
+
+
+def reindex_status(job: Job) -> dict[str, Any]:
+    """The re-index job's status JSON (the API's and the admin's)."""
+    view = job_view(job)
+    target = str(job.payload.get("target", ""))
+    done = counts(job.payload["tenant_id"], target)
+    base = f"/api/reindex/{job.pk}"
+    return {
+        "job_id": view.job_id,
+        "status": view.status,
+        "stage": view.stage,
+        "stage_label": view.stage_label,
+        "state": view.state,
+        "stage_index": view.stage_index,
+        "stage_count": view.stage_count,
+        "progress": view.progress,
+        "processed": view.processed,
+        "total": view.total,
+        "unit": view.unit,
+        "attempt": view.attempt,
+        "can_cancel": view.can_cancel,
+        "can_retry": view.can_retry,
+        "cancel_requested": view.cancel_requested,
+        "updated_at": view.updated_at.isoformat(),
+        "finished_at": view.finished_at.isoformat() if view.finished_at else None,
+        "error": view.error,
+        "stages": [{"name": s.name, "label": s.label, "state": s.state} for s in view.stages],
+        "embedder": target,
+        "previous_embedder": str(job.payload.get("from", "")),
+        "versions": {"done": done.versions_done, "total": done.versions},
+        "chunks": {"done": done.chunks_done, "total": done.chunks},
+        "status_url": base,
+    }
+
+
+class ReindexView(TenantView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request=ReindexIn,
+        responses={
+            202: ReindexOut,
+            **ACTION_ERRORS,
+            409: _error("A re-index is running (reindex_running) or the embedder is the active one"),
+            429: _error("The workspace's queue is full (quota_exceeded)"),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        """Re-embed every published version with another embedder; search keeps working and
+        switches to it in one commit when every version has its new vectors."""
+        form = ReindexIn(data=request.data if isinstance(request.data, dict) else {})
+        form.is_valid(raise_exception=True)
+        try:
+            job = reindex_start(
+                tenant=self.tenant,
+                embedder=form.validated_data.get("embedder", ""),
+                actor=Actor.USER,
+                actor_name=request.user.get_username(),
+            )
+        except ReindexRefused as refused:
+            raise ApiError(refused.http_status, refused.code, refused.message) from None
+        except QueueFull:
+            raise ApiError(429, "quota_exceeded", "The workspace's queue is full. Try again later.") from None
+        return Response(reindex_status(job), status=status.HTTP_202_ACCEPTED)
+
+
+class ReindexOfTenant(TenantView):
+    def job(self, job_id: str) -> Job:
+        try:
+            found = reindex_job(self.tenant, job_id)
+        except Exception:  # not a job id at all (a malformed UUID)
+            found = None
+        if found is None:
+            raise ApiError(404, "not_found", "Not found.")
+        return found
+
+
+class ReindexJobView(ReindexOfTenant):
+    @extend_schema(responses={200: ReindexOut, **ERRORS})
+    def get(self, request: Request, job_id: str) -> Response:
+        return Response(reindex_status(self.job(job_id)))
+
+
+class ReindexCancelView(ReindexOfTenant):
+    @extend_schema(request=None, responses={202: ReindexOut, **ACTION_ERRORS})
+    def post(self, request: Request, job_id: str) -> Response:
+        job = job_cancel(job_id=self.job(job_id).pk, actor=Actor.USER, actor_name=request.user.get_username())
+        return Response(reindex_status(job), status=status.HTTP_202_ACCEPTED)
+
+
+class ReindexRetryView(ReindexOfTenant):
+    @extend_schema(request=None, responses={202: ReindexOut, **ACTION_ERRORS})
+    def post(self, request: Request, job_id: str) -> Response:
+        job = job_retry(job_id=self.job(job_id).pk, actor=Actor.USER, actor_name=request.user.get_username())
+        return Response(reindex_status(job), status=status.HTTP_202_ACCEPTED)
