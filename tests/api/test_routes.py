@@ -19,6 +19,7 @@ IDS = {
     "number": "2",
     "batch_id": "7",
     "endpoint_id": "9",
+    "collection_id": "2c2c8c1e-3c4f-4a5e-9d0f-1a2b3c4d5e6f",
 }
 
 
@@ -26,7 +27,8 @@ def concrete(path: str) -> str:
     return re.sub(r"\{(\w+)\}", lambda m: IDS[m.group(1)], path)
 
 
-@pytest.mark.parametrize("path", sorted({p for _, p in OPERATIONS} | {EVENTS}))
+# /api/ routes (the /v1 facade follows OpenAI's paths, which have no trailing slash).
+@pytest.mark.parametrize("path", sorted({p for _, p in OPERATIONS if p.startswith("/api/")} | {EVENTS}))
 def test_both_slash_forms_resolve_to_the_same_view(path: str):
     url = concrete(path)
     other = url[:-1] if url.endswith("/") else f"{url}/"
