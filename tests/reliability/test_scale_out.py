@@ -137,10 +137,14 @@ def test_two_clusters_over_redis_survive_a_flushed_broker(
     redispatched = sum(int(n) for n in re.findall(r"dispatched: (\d+)", log))
     assert redispatched >= lost, log
 
-    # Each stage ran once per job: the lost tasks were replaced, not doubled.
+    # Each stage ran once per job: the lost tasks were replaced, not doubled. (A job whose pages
+    # all have text passes over OCR at parsing, without a run of it.)
     runs = list(StageRun.objects.filter(job__tenant="scale"))
+    per_stage = Counter((run.job_id, run.stage) for run in runs)
+    assert set(per_stage.values()) == {1}, per_stage
     per_job = Counter(run.job_id for run in runs)
-    assert set(per_job.values()) == {STAGES}, per_job
+    assert set(per_job.values()) <= {STAGES - 1, STAGES}, per_job
+    assert all(per_job[job.pk] == STAGES or "ocr" in job.skipped_stages for job in jobs), per_job
     assert {run.outcome for run in runs} <= {"advanced", "skipped", "ready"}
 
     # Both machines worked.
