@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from django.db import InterfaceError, OperationalError, connection, connections
 
 from tests.conftest import ROOT
+from tests.timing import hold_for
 
 T = TypeVar("T")
 
@@ -241,7 +242,7 @@ def retrying(action: Callable[[], T], *, timeout: float = 60) -> T:
             if time.monotonic() > deadline:
                 raise
             connection.close()
-            time.sleep(0.2)
+            hold_for(0.2)  # the database is restarting: poll again in a moment
 
 
 def wait_until(
@@ -255,4 +256,4 @@ def wait_until(
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or predicate}")
-        time.sleep(interval)
+        hold_for(interval)  # the poll interval of this deadline-bound wait

@@ -55,6 +55,7 @@ from tests.reliability.helpers import (
     use_database,
     wait_until,
 )
+from tests.timing import hold_for
 
 pytestmark = pytest.mark.postgres
 
@@ -164,7 +165,7 @@ class Driver:
                     done = getattr(self, action)()
                     # Every few seconds; soon again when there was nothing to act on.
                     due[action] = elapsed + (self.rng.uniform(2.0, 4.0) if done else 0.3)
-            time.sleep(0.1)
+            hold_for(0.1)  # the chaos driver's pace
         while uploaded < DOCS:  # a slow machine: the rest, without more damage
             self.upload_new(uploaded)
             uploaded += 1

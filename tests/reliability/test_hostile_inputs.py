@@ -43,6 +43,7 @@ from tests.reliability import corpus, poison
 from tests.reliability.corpus import Ends, Hostile, Rejected
 from tests.reliability.helpers import alive, worker_pid
 from tests.testapp.pipelines import KIND as TOY_KIND
+from tests.timing import hold_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -159,7 +160,7 @@ def test_five_thousand_visually_blank_pages_end_empty_without_an_hour_of_ocr(
             projected = corpus.LONG_PDF_PAGES / rate
             if projected > 2 * deadline:
                 break  # the verdict is clear: stop the job instead of waiting for it
-        time.sleep(0.5)
+        hold_for(0.5)  # the poll interval of this deadline-bound wait
     job = Job.objects.get(pk=job_id)
     ocr_done = sum(Page.objects.filter(version=version).values_list("ocr_attempts", flat=True))
     if job.status not in FINISHED:
@@ -258,7 +259,7 @@ def watch_a_hang(make: Callable[[], bytes], filename: str, stage: str) -> None:
         done = Job.objects.filter(pk__in=[hostile.pk, normal.pk], status__in=FINISHED).count() == 2
         if stalled or done:
             break
-        time.sleep(0.2)
+        hold_for(0.2)  # the poll interval of this deadline-bound wait
     job = Job.objects.get(pk=hostile.pk)
     if stalled:
         run = StageRun.objects.filter(job=job, stage=stage).order_by("started_at").first()
@@ -330,7 +331,7 @@ def test_a_job_that_kills_its_worker_fails_as_worker_lost_and_delays_nobody_much
     assert transitions.count(("take_over", "reaper")) == limit - 1
     assert transitions[-1] == ("give_up", "reaper")
     # It stays failed: no further attempt, although q2 will deliver its killed tasks again.
-    time.sleep(3)
+    hold_for(3)  # time for a redelivered task to act, were it going to
     assert Job.objects.get(pk=job.pk).attempts_total == limit
     assert StageRun.objects.filter(job=job).count() == limit
 
