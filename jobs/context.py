@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from jobs.errors import CancelRequested, LeaseLost, StageTimeout
+from jobs import drain
+from jobs.errors import CancelRequested, LeaseLost, StageTimeout, WorkerDraining
 from jobs.scratch import scratch_root
 from jobs.services import worker as worker_services
 
@@ -87,13 +88,16 @@ class StageContext:
         return time.monotonic() - self._last_progress
 
     def check(self) -> None:
-        """A safe point: raise if cancel was requested, the lease was lost or time ran out."""
+        """A safe point: raise if cancel was requested, the lease was lost, time ran out or the
+        worker process is shutting down."""
         if self.timed_out.is_set():
             raise StageTimeout("no progress within the stage deadline", cause=self.stage.timeout_cause)
         if self.lease_lost.is_set():
             raise LeaseLost(job_id=self.job_id)
         if self.cancel_requested.is_set():
             raise CancelRequested()
+        if drain.draining():
+            raise WorkerDraining()
 
     def progress(self, done: int, total: int | None = None) -> None:
         """Report ``done`` of ``total`` units (items, batches) of this stage.
