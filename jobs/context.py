@@ -90,14 +90,17 @@ class StageContext:
     def check(self) -> None:
         """A safe point: raise if cancel was requested, the lease was lost, time ran out or the
         worker process is shutting down."""
+        self._check_interrupts()
+        if drain.draining():
+            raise WorkerDraining()
+
+    def _check_interrupts(self) -> None:
         if self.timed_out.is_set():
             raise StageTimeout("no progress within the stage deadline", cause=self.stage.timeout_cause)
         if self.lease_lost.is_set():
             raise LeaseLost(job_id=self.job_id)
         if self.cancel_requested.is_set():
             raise CancelRequested()
-        if drain.draining():
-            raise WorkerDraining()
 
     def progress(self, done: int, total: int | None = None) -> None:
         """Report ``done`` of ``total`` units (items, batches) of this stage.
@@ -117,9 +120,11 @@ class StageContext:
         transaction of its own, and one statement with the checkpoint).
 
         Output rows and the checkpoint that says they exist commit together, so a resume never
-        skips work that was not saved nor redoes work that was.
+        skips work that was not saved nor redoes work that was. A worker that is shutting down
+        still commits the batch it has done, then stops here (the checkpoint is the drain's
+        safe point: nothing done is thrown away).
         """
-        self.check()
+        self._check_interrupts()
         with worker_services.fenced(job_id=self.job_id, token=self.token):
             yield
             if done is not None and self._report_due(done, total):
@@ -131,6 +136,8 @@ class StageContext:
         if checkpoint is not None:
             self._saved(checkpoint)
         self.touch()
+        if checkpoint is not None and drain.draining():
+            raise WorkerDraining()
 
     def _report_due(self, done: int, total: int | None) -> bool:
         final = total is not None and done >= total

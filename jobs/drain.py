@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import connection
 
+from jobs import proctree
+
 if TYPE_CHECKING:
     from jobs.services.worker import Claim
 
@@ -40,6 +42,7 @@ log = logging.getLogger(__name__)
 _draining = threading.Event()
 _lock = threading.Lock()
 _held: dict[str, Claim] = {}  # lease token -> the stage this process is running
+_working = 0  # tasks under way in this process (see working())
 _installed = threading.Event()
 _tick = threading.Event()  # never set: the guard's poll interval
 _POLL = 0.1
@@ -62,9 +65,28 @@ def drain_seconds() -> float:
 
 def worker_deadline() -> float:
     """How long a draining worker waits for its stage to reach a safe point before handing the
-    job back itself: three quarters of the bound, leaving the rest for the hand-back's commit and
-    the process exits before the leader kills stragglers."""
-    return max(0.5, drain_seconds() * 0.75)
+    job back itself: two thirds of the bound, leaving the rest for the hand-back's commit and the
+    process exits before the leader kills stragglers."""
+    return max(0.5, drain_seconds() * 2 / 3)
+
+
+@contextmanager
+def working() -> Iterator[None]:
+    """Mark this process busy with a task (claims, stages and their outcomes): the guard never
+    ends a busy process before the deadline, so an outcome being recorded is not cut short."""
+    global _working
+    with _lock:
+        _working += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _working -= 1
+
+
+def busy() -> bool:
+    with _lock:
+        return _working > 0 or bool(_held)
 
 
 @contextmanager
@@ -143,12 +165,18 @@ def _guard(parent: int) -> None:
     deadline = time.monotonic() + worker_deadline()
     log.warning("worker %s draining (%d stage(s) running)", os.getpid(), len(held()))
     while True:
-        busy = bool(held())
-        if not busy and _orphaned(parent):
+        if not busy() and _orphaned(parent):
             # No sentinel is left to send STOP: nothing else will end this idle process.
-            os._exit(0)
-        if busy and time.monotonic() >= deadline:
+            _exit_with_children()
+        if held() and time.monotonic() >= deadline:
             log.warning("worker %s: no safe point within %.0fs; handing back", os.getpid(), worker_deadline())
             hand_back_held("worker shutting down (no safe point reached in time)")
-            os._exit(0)
+            _exit_with_children()
         _tick.wait(_POLL)
+
+
+def _exit_with_children() -> None:
+    """End this process now, and the processes it started (a stage's child would otherwise run
+    on as an orphan)."""
+    proctree.signal_all(proctree.descendants(os.getpid()), signal.SIGKILL)
+    os._exit(0)

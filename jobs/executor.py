@@ -137,6 +137,8 @@ def _hand_back(claim: Claim) -> None:
         job_hand_back(claim=claim)
     except JobConflict:
         _settle_conflict(claim)
+    else:
+        log.warning("job %s: worker shutting down; handed back at its checkpoint", claim.job_id)
 
 
 def run_stage(claim: Claim, *, exit_when_stuck: bool = False) -> Claim | None:
@@ -145,6 +147,11 @@ def run_stage(claim: Claim, *, exit_when_stuck: bool = False) -> Claim | None:
     ``exit_when_stuck`` (q2 worker processes only) lets the watchdog end the process when a
     handler stays stuck past its deadline in code that cannot be interrupted.
     """
+    with drain.holding(claim):  # until its outcome is recorded: the drain's guard may hand it back
+        return _run_stage(claim, exit_when_stuck=exit_when_stuck)
+
+
+def _run_stage(claim: Claim, *, exit_when_stuck: bool) -> Claim | None:
     if drain.draining():
         _hand_back(claim)  # an inline continuation claimed just before the drain began
         return None
@@ -155,9 +162,8 @@ def run_stage(claim: Claim, *, exit_when_stuck: bool = False) -> Claim | None:
     watchdog.start()
     try:
         try:
-            with drain.holding(claim):
-                stage.handler(ctx)
-                ctx.check()  # a cancel that arrived during the last step is honoured before moving on
+            stage.handler(ctx)
+            ctx.check()  # a cancel that arrived during the last step is honoured before moving on
         finally:
             watchdog.stop()
             ctx.close()
@@ -177,9 +183,9 @@ def run_stage(claim: Claim, *, exit_when_stuck: bool = False) -> Claim | None:
         if ctx.timed_out.is_set():
             return None  # the watchdog already recorded the timeout
         if drain.draining():
-            # The shutdown itself is the likely cause (a group SIGTERM also ends the stage's
-            # OCR or sandbox child): not a failure of the document, so no attempt is spent.
-            log.info("job %s: %s during the drain; handing back", claim.job_id, type(error).__name__)
+            # The shutdown itself is the likely cause (a group SIGTERM also ends the stage's own
+            # child processes): not a failure of the input, so no attempt is spent.
+            log.warning("job %s: %s during the drain; handing back", claim.job_id, type(error).__name__)
             _hand_back(claim)
             return None
         _fail(claim, error)
@@ -202,15 +208,16 @@ def run_stage(claim: Claim, *, exit_when_stuck: bool = False) -> Claim | None:
 
 def run_job(job_id: Any, *, worker: str | None = None, exit_when_stuck: bool = False) -> str:
     """Claim the job and run its stages (continuing inline while they share a pool)."""
-    if drain.draining():
-        # This process is shutting down: leave the job queued and hand its delivery on to
-        # whichever worker comes next.
-        if Job.objects.filter(pk=job_id, status=Status.QUEUED).exists():
-            dispatch(job_id)
-        return "draining"
-    claim = job_claim(job_id=job_id, worker=worker)
-    if claim is None:
-        return "not claimed"
-    while claim is not None:
-        claim = run_stage(claim, exit_when_stuck=exit_when_stuck)
-    return "done"
+    with drain.working():
+        if drain.draining():
+            # This process is shutting down: leave the job queued and hand its delivery on to
+            # whichever worker comes next.
+            if Job.objects.filter(pk=job_id, status=Status.QUEUED).exists():
+                dispatch(job_id)
+            return "draining"
+        claim = job_claim(job_id=job_id, worker=worker)
+        if claim is None:
+            return "not claimed"
+        while claim is not None:
+            claim = run_stage(claim, exit_when_stuck=exit_when_stuck)
+        return "done"

@@ -173,3 +173,29 @@ def test_a_failure_caused_by_the_shutdown_is_a_hand_back_not_a_failure(draining)
     job = reload(job)
     assert (job.status, job.stage, job.error_code, job.attempt) == ("queued", "prepare", "", 0)
     assert StageRun.objects.get(job=job).outcome == StageRun.Outcome.HANDED_BACK
+
+
+def test_a_batch_in_flight_when_the_drain_begins_commits_with_its_checkpoint_then_the_stage_stops(draining):
+    """The checkpoint is the drain's safe point: work already done is saved, none is started."""
+    original = pipelines.get(KIND)
+    after: list[int] = []
+
+    def two_batches(ctx: StageContext) -> None:
+        with ctx.write(checkpoint={"next": 1}):
+            Output.objects.create(job_id=ctx.job_id, key="batch-0", worker_token=ctx.token)
+            drain.begin()  # SIGTERM arrives while the batch is being written
+        after.append(1)  # never reached: the stage stops once the batch has committed
+        with ctx.write(checkpoint={"next": 2}):
+            Output.objects.create(job_id=ctx.job_id, key="batch-1", worker_token=ctx.token)
+
+    stages = tuple(replace(s, handler=two_batches) if s.name == "prepare" else s for s in original.stages)
+    pipelines.register(replace(original, stages=stages))
+    try:
+        job = new_job(pages=1)
+        run_job(job.pk, worker="w1")
+    finally:
+        pipelines.register(original)
+    job = reload(job)
+    assert (job.status, job.checkpoint, job.worker_token) == ("queued", {"next": 1}, None)
+    assert list(Output.objects.filter(job_id=job.pk).values_list("key", flat=True)) == ["batch-0"]
+    assert after == []

@@ -2,7 +2,7 @@
 
 django-q2's own leader stops its sentinel through a shared event and waits for it without a
 bound. Two ways that went wrong (issue 16, finding 11): a SIGTERM to the leader alone let a busy
-worker finish its whole stage first (an hour of OCR), and a SIGTERM to the whole process group
+worker finish its whole stage first (possibly an hour), and a SIGTERM to the whole process group
 (systemd's ``KillMode=control-group``, ``kill -- -PGID``) killed the sentinel in the middle of a
 wait on that event, so the leader blocked for ever on its lock beside a defunct sentinel, while
 workers that lost their sentinel lived on as orphans.
@@ -10,8 +10,9 @@ workers that lost their sentinel lived on as orphans.
 This leader runs the same cluster and, on SIGTERM or SIGINT:
 
 1. tells the sentinel to stop (from a helper thread: the event may be unusable when the sentinel
-   died holding it) and sends SIGTERM to every process below the sentinel, so each worker stops its
-   stage at the next safe point and hands the job back queued at its checkpoint (jobs/drain.py);
+   died holding it) and sends SIGTERM to every process below the sentinel (and to any that appears
+   there during the drain), so each worker stops its stage at the next safe point and hands the
+   job back queued at its checkpoint (jobs/drain.py);
 2. waits for its whole process tree to exit, up to ``JOBS_DRAIN_SECONDS``;
 3. kills whatever is left at that bound, collects it and exits.
 
@@ -107,10 +108,15 @@ def drain_cluster(cluster: Cluster) -> int:
         setter = threading.Thread(target=cluster.stop_event.set, name="q2-stop", daemon=True)
         setter.start()
         setter.join(timeout=1.0)
-    below = [pid for pid in proctree.descendants(me) if pid != sentinel.pid]
-    proctree.signal_all(below, signal.SIGTERM)
+    signalled: set[int] = set()
     while time.monotonic() < deadline:
         current = proctree.descendants(me)
+        # Everything below the sentinel, including what a stage started after the first sweep
+        # (a fresh child of a worker still on its way to a safe point): its exit brings the
+        # stage to an end at once, and the work it did was not checkpointed anyway.
+        fresh = [pid for pid in current if pid != sentinel.pid and pid not in signalled]
+        proctree.signal_all(fresh, signal.SIGTERM)
+        signalled.update(fresh)
         proctree.reap([pid for pid in current if pid != sentinel.pid and not proctree.alive(pid)])
         sentinel.join(timeout=0)  # collects the sentinel when it has exited
         if not [pid for pid in current if proctree.alive(pid)]:
