@@ -119,7 +119,8 @@ def drain_cluster(cluster: Cluster) -> int:
         signalled.update(fresh)
         proctree.reap([pid for pid in current if pid != sentinel.pid and not proctree.alive(pid)])
         sentinel.join(timeout=0)  # collects the sentinel when it has exited
-        if not [pid for pid in current if proctree.alive(pid)]:
+        # The sentinel's own liveness as well: without /proc (not Linux) the list is empty.
+        if not sentinel.is_alive() and not [pid for pid in current if proctree.alive(pid)]:
             log.warning("q2 cluster %s drained", cluster.name)
             return 0
         time.sleep(0.1)  # the drain's poll interval, bounded by the deadline above
@@ -133,6 +134,8 @@ def drain_cluster(cluster: Cluster) -> int:
         bound,
     )
     proctree.signal_all(left, signal.SIGKILL)
+    if sentinel.is_alive():
+        sentinel.kill()
     kill_deadline = time.monotonic() + 5
     while time.monotonic() < kill_deadline and [pid for pid in left if proctree.alive(pid)]:
         proctree.reap(left)
