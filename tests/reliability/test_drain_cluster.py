@@ -19,6 +19,7 @@ import random
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pytest_django.fixtures import Settings as DjangoSettings
@@ -65,7 +66,7 @@ def _ocr_pages(job: Job) -> list[Page]:
     return list(Page.objects.filter(version__job_id=job.pk, needs_ocr=True).order_by("number"))
 
 
-def _mid_ocr(job_id: object) -> Job | None:
+def _mid_ocr(job_id: Any) -> Job | None:
     job = Job.objects.get(pk=job_id)
     done = int((job.checkpoint or {}).get("done", 0))
     return job if job.status == Status.RUNNING and job.stage == "ocr" and 2 <= done < PAGES - 2 else None
@@ -78,9 +79,10 @@ def test_sigterm_mid_ocr_hands_the_job_back_and_the_whole_tree_exits_within_the_
     cluster = processes.manage("qcluster", ["qcluster"], cluster_env)
     phrases = generated.Phrases(random.Random(16))
     scan = generated.scanned_pages_pdf([phrases.next() for _ in range(PAGES)])
-    job = upload(make_tenant("drain"), scan, "scan.pdf").job
-    assert job is not None
-    wait_for(lambda: _mid_ocr(job.pk), timeout=240, interval=0.05, what="OCR two pages into the scan")
+    uploaded = upload(make_tenant("drain"), scan, "scan.pdf").job
+    assert uploaded is not None
+    job_id = uploaded.pk
+    wait_for(lambda: _mid_ocr(job_id), timeout=240, interval=0.05, what="OCR two pages into the scan")
 
     tree = [cluster.pid, *descendants(cluster.pid)]
     assert len(tree) >= 5, tree  # leader, sentinel, two workers, pusher, monitor (+ OCR children)
@@ -94,7 +96,7 @@ def test_sigterm_mid_ocr_hands_the_job_back_and_the_whole_tree_exits_within_the_
     gone_after = time.monotonic() - sent
     assert cluster.wait(timeout=5) == 0, processes.logs()  # 0: nothing had to be killed at the bound
 
-    job = Job.objects.get(pk=job.pk)
+    job = Job.objects.get(pk=job_id)
     detail = f"{describe(job)}\n(tree gone after {gone_after:.1f}s)\n{processes.logs()}"
     assert job.status == Status.QUEUED, detail
     assert (job.stage, job.worker_token, job.lease_expires_at) == ("ocr", None, None), detail
@@ -110,11 +112,11 @@ def test_sigterm_mid_ocr_hands_the_job_back_and_the_whole_tree_exits_within_the_
 
     processes.manage("qcluster-again", ["qcluster"], cluster_env)
     wait_for(
-        lambda: Job.objects.get(pk=job.pk).status in (Status.READY, Status.FAILED),
+        lambda: Job.objects.get(pk=job_id).status in (Status.READY, Status.FAILED),
         timeout=300,
         what="a new cluster to finish the job",
     )
-    job = Job.objects.get(pk=job.pk)
+    job = Job.objects.get(pk=job_id)
     assert job.status == Status.READY, describe(job)
     again = {page.number: page.ocr_attempts for page in _ocr_pages(job)[:checkpoint]}
     assert again == finished, "pages done before the drain were read again"
