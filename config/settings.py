@@ -85,8 +85,10 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "django_q",
+    # jobs before django_q: its ``qcluster`` command (a draining leader around django-q2's
+    # cluster) takes the place of django-q2's own.
     "jobs",
+    "django_q",
     "documents",
 ]
 
@@ -270,6 +272,10 @@ JOBS_REDISPATCH_AFTER = env_float("JOBS_REDISPATCH_AFTER", 60)
 JOBS_PROGRESS_EVENT_SECONDS = env_float("JOBS_PROGRESS_EVENT_SECONDS", 1.0)
 # A handler stuck this long past its deadline in uninterruptible code ends its worker process.
 JOBS_STUCK_EXIT_SECONDS = env_float("JOBS_STUCK_EXIT_SECONDS", 30)
+# After SIGTERM the q2 cluster's whole process tree exits within this many seconds: workers hand
+# their jobs back at a safe point (jobs/drain.py), the leader kills what is left at the bound.
+# Service managers should allow a little more (the shipped systemd units: TimeoutStopSec=30).
+JOBS_DRAIN_SECONDS = env_float("JOBS_DRAIN_SECONDS", 20)
 # A worker writes progress at most this often (the last unit of a stage is always written).
 JOBS_PROGRESS_WRITE_SECONDS = env_float("JOBS_PROGRESS_WRITE_SECONDS", 0.5)
 # A worker sweeps the temp directory for what dead workers of its machine left at most this often.

@@ -17,6 +17,9 @@ class JobsConfig(AppConfig):
         # Each q2 worker process writes an idle heartbeat, so idle workers count as live.
         from django_q.signals import post_spawn
 
+        from jobs.drain import install_in_worker
         from jobs.workers import start_idle_heartbeat
 
         post_spawn.connect(start_idle_heartbeat, dispatch_uid="jobs.worker_beat")
+        # SIGTERM makes a worker hand its job back at the next safe point (jobs/drain.py).
+        post_spawn.connect(install_in_worker, dispatch_uid="jobs.drain")

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from jobs.errors import CancelRequested, LeaseLost, StageTimeout
+from jobs import drain
+from jobs.errors import CancelRequested, LeaseLost, StageTimeout, WorkerDraining
 from jobs.scratch import scratch_root
 from jobs.services import worker as worker_services
 
@@ -87,7 +88,13 @@ class StageContext:
         return time.monotonic() - self._last_progress
 
     def check(self) -> None:
-        """A safe point: raise if cancel was requested, the lease was lost or time ran out."""
+        """A safe point: raise if cancel was requested, the lease was lost, time ran out or the
+        worker process is shutting down."""
+        self._check_interrupts()
+        if drain.draining():
+            raise WorkerDraining()
+
+    def _check_interrupts(self) -> None:
         if self.timed_out.is_set():
             raise StageTimeout("no progress within the stage deadline", cause=self.stage.timeout_cause)
         if self.lease_lost.is_set():
@@ -113,9 +120,11 @@ class StageContext:
         transaction of its own, and one statement with the checkpoint).
 
         Output rows and the checkpoint that says they exist commit together, so a resume never
-        skips work that was not saved nor redoes work that was.
+        skips work that was not saved nor redoes work that was. A worker that is shutting down
+        still commits the batch it has done, then stops here (the checkpoint is the drain's
+        safe point: nothing done is thrown away).
         """
-        self.check()
+        self._check_interrupts()
         with worker_services.fenced(job_id=self.job_id, token=self.token):
             yield
             if done is not None and self._report_due(done, total):
@@ -127,6 +136,8 @@ class StageContext:
         if checkpoint is not None:
             self._saved(checkpoint)
         self.touch()
+        if checkpoint is not None and drain.draining():
+            raise WorkerDraining()
 
     def _report_due(self, done: int, total: int | None) -> bool:
         final = total is not None and done >= total

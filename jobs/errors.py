@@ -159,6 +159,11 @@ class CancelRequested(JobError):
     """Raised at a safe point when the user asked to cancel: the handler unwinds."""
 
 
+class WorkerDraining(JobError):
+    """Raised at a safe point when the worker process is shutting down: the handler unwinds and
+    the job is handed back at its checkpoint (not a failure)."""
+
+
 class StageFailure(JobError):
     """A handler's classified failure: a cause code, operator detail and retry hints.
 

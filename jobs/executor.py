@@ -15,9 +15,10 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from jobs import pipelines
+from jobs import drain, pipelines
 from jobs.context import StageContext
-from jobs.errors import CancelRequested, JobConflict, LeaseLost, StageTimeout
+from jobs.dispatch import dispatch
+from jobs.errors import CancelRequested, JobConflict, LeaseLost, StageTimeout, WorkerDraining
 from jobs.models import Job, Status
 from jobs.services.worker import (
     Claim,
@@ -25,6 +26,7 @@ from jobs.services.worker import (
     job_complete_stage,
     job_fail_stage,
     job_finish_cancel,
+    job_hand_back,
     job_heartbeat,
 )
 
@@ -128,12 +130,31 @@ def _settle_conflict(claim: Claim) -> None:
         log.info("job %s: lease lost, stepping back", claim.job_id)
 
 
+def _hand_back(claim: Claim) -> None:
+    """The worker is draining: queue the job again at its checkpoint (a cancel that arrived
+    meanwhile is finished instead, through the conflict)."""
+    try:
+        job_hand_back(claim=claim)
+    except JobConflict:
+        _settle_conflict(claim)
+    else:
+        log.warning("job %s: worker shutting down; handed back at its checkpoint", claim.job_id)
+
+
 def run_stage(claim: Claim, *, exit_when_stuck: bool = False) -> Claim | None:
     """Run the claimed stage and record its outcome; returns the next claim to run inline.
 
     ``exit_when_stuck`` (q2 worker processes only) lets the watchdog end the process when a
     handler stays stuck past its deadline in code that cannot be interrupted.
     """
+    with drain.holding(claim):  # until its outcome is recorded: the drain's guard may hand it back
+        return _run_stage(claim, exit_when_stuck=exit_when_stuck)
+
+
+def _run_stage(claim: Claim, *, exit_when_stuck: bool) -> Claim | None:
+    if drain.draining():
+        _hand_back(claim)  # an inline continuation claimed just before the drain began
+        return None
     pipeline = pipelines.get(claim.job.kind)
     stage = pipeline.stage(claim.job.stage)
     ctx = StageContext(claim, pipeline, stage)
@@ -155,9 +176,19 @@ def run_stage(claim: Claim, *, exit_when_stuck: bool = False) -> Claim | None:
     except LeaseLost:
         log.info("job %s: lease lost during %s, stepping back", claim.job_id, stage.name)
         return None
+    except WorkerDraining:
+        _hand_back(claim)
+        return None
     except Exception as error:
-        if not ctx.timed_out.is_set():  # else the watchdog already recorded the timeout
-            _fail(claim, error)
+        if ctx.timed_out.is_set():
+            return None  # the watchdog already recorded the timeout
+        if drain.draining():
+            # The shutdown itself is the likely cause (a group SIGTERM also ends the stage's own
+            # child processes): not a failure of the input, so no attempt is spent.
+            log.warning("job %s: %s during the drain; handing back", claim.job_id, type(error).__name__)
+            _hand_back(claim)
+            return None
+        _fail(claim, error)
         return None
     nxt, _passed = pipeline.stages_to_pass(stage.name, ctx.skip_next)
     try:
@@ -177,9 +208,16 @@ def run_stage(claim: Claim, *, exit_when_stuck: bool = False) -> Claim | None:
 
 def run_job(job_id: Any, *, worker: str | None = None, exit_when_stuck: bool = False) -> str:
     """Claim the job and run its stages (continuing inline while they share a pool)."""
-    claim = job_claim(job_id=job_id, worker=worker)
-    if claim is None:
-        return "not claimed"
-    while claim is not None:
-        claim = run_stage(claim, exit_when_stuck=exit_when_stuck)
-    return "done"
+    with drain.working():
+        if drain.draining():
+            # This process is shutting down: leave the job queued and hand its delivery on to
+            # whichever worker comes next.
+            if Job.objects.filter(pk=job_id, status=Status.QUEUED).exists():
+                dispatch(job_id)
+            return "draining"
+        claim = job_claim(job_id=job_id, worker=worker)
+        if claim is None:
+            return "not claimed"
+        while claim is not None:
+            claim = run_stage(claim, exit_when_stuck=exit_when_stuck)
+        return "done"

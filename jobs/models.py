@@ -305,6 +305,14 @@ class Job(FSMModelMixin, models.Model):
         self.hints = {**self.hints, **hints}
         self._to_queue(now, not_before)
 
+    @transition(field=status, source=S.RUNNING, target=S.QUEUED, custom=writes("attempt", *TO_QUEUE))
+    def hand_back(self, *, now: datetime) -> None:
+        """A worker that is shutting down stopped at a safe point: the job waits again at its
+        checkpoint (kept: the transition does not write it). The interrupted attempt is not
+        counted against the stage's retry limit: nothing failed."""
+        self.attempt = max(0, self.attempt - 1)
+        self._to_queue(now, now)
+
     @transition(field=status, source=S.RUNNING, target=S.FAILED, custom=writes(*FAILED_RUN))
     def fail(self, *, now: datetime, code: str, message: str) -> None:
         self._finish_failed(now, code, message)
@@ -472,6 +480,7 @@ class StageRun(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
         LOST = "lost"
+        HANDED_BACK = "handed_back"  # the worker shut down and queued the job at its checkpoint
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="runs")
     stage = models.CharField(max_length=32)

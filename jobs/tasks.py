@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobs import drain
 from jobs.executor import run_job as _run_job
 from jobs.scratch import sweep_if_due
 from jobs.services.reaper import reap
@@ -12,7 +13,9 @@ from jobs.services.reaper import reap
 def run_job(job_id: Any) -> str:
     """Run the job's stages if this delivery wins the claim; otherwise return quietly."""
     sweep_if_due()  # what dead workers of this machine left in its temp directory
-    return _run_job(job_id, exit_when_stuck=True)
+    outcome = _run_job(job_id, exit_when_stuck=True)
+    drain.exit_if_draining()  # a worker told to stop ends here, its stage handed back
+    return outcome
 
 
 def reap_jobs() -> dict[str, int]:

@@ -413,6 +413,30 @@ def job_fail_stage(*, claim: Claim, error: BaseException, rng: random.Random | N
     return job
 
 
+def job_hand_back(*, claim: Claim, reason: str = "worker shutting down") -> Job:
+    """The worker is shutting down: put the running job back in the queue at its checkpoint.
+
+    The lease ends here (no token is left to expire, so the reaper has nothing to stall), the
+    checkpoint saved by the last fenced write stays, and the interrupted attempt does not count
+    against the stage's retry limit. The job is dispatched again at once: whichever worker is
+    up next (on this machine or another) resumes it.
+    """
+    job = Job.objects.get(pk=claim.job_id)
+    with transaction.atomic():
+        job = apply_transition(
+            job,
+            "hand_back",
+            actor=Actor.WORKER,
+            actor_name=claim.run.worker_name,
+            token=claim.token,
+            reason=f"{reason}: handed back at its checkpoint",
+            after_commit=dispatch_if_due,
+        )
+        _finish_run(claim, StageRun.Outcome.HANDED_BACK)
+        dispatch_next_of_tenant(job.tenant)
+    return job
+
+
 def job_finish_cancel(*, claim: Claim) -> Job:
     """The worker stopped at a safe point after a cancel request: finish it and clean up."""
     job = Job.objects.get(pk=claim.job_id)

@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 
@@ -91,7 +92,8 @@ class Command(BaseCommand):
         for proc in procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 20
+        # The cluster drains within JOBS_DRAIN_SECONDS (jobs handed back at their checkpoints).
+        deadline = time.monotonic() + float(settings.JOBS_DRAIN_SECONDS) + 5
         for proc in procs.values():
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
