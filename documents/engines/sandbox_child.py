@@ -49,7 +49,14 @@ def parse_pages(path: str, kind: str, start: int, count: int, limits: dict[str, 
     }
 
 
-ENTRYPOINTS: dict[str, Callable[..., Any]] = {"parse_pages": parse_pages}
+def recognize_page(path: str, kind: str, number: int, options: dict[str, Any]) -> dict[str, Any]:
+    """Page ``number`` rendered and recognised by OCR (:mod:`documents.engines.ocr_page`)."""
+    from documents.engines import ocr_page
+
+    return ocr_page.recognize_page(path, kind, number, options)
+
+
+ENTRYPOINTS: dict[str, Callable[..., Any]] = {"parse_pages": parse_pages, "recognize_page": recognize_page}
 # Deployments and tests may name modules whose ``SANDBOX_ENTRYPOINTS`` add callables.
 EXTRA_MODULES_ENV = "SANDBOX_EXTRA_MODULES"
 
