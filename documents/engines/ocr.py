@@ -182,7 +182,13 @@ def _tesseract_failure(exc: Any) -> StageFailure:
         if status == -signal.SIGXCPU:
             return StageFailure(OCR_TIMEOUT.code, "tesseract used up its CPU time on one page (SIGXCPU)")
         return StageFailure(RESOURCE_LIMIT.code, f"tesseract was ended by signal {-status} on one page")
+    if any(sign in str(exc) for sign in _OUT_OF_MEMORY):
+        # Leptonica reports a failed allocation and tesseract exits 1: the page, not the engine.
+        return StageFailure(RESOURCE_LIMIT.code, f"tesseract ran out of memory on one page: {exc}"[:2000])
     return StageFailure(OCR_ENGINE_UNAVAILABLE.code, f"tesseract failed: {exc}")
+
+
+_OUT_OF_MEMORY = ("malloc fail", "bad_alloc", "Cannot allocate memory")
 
 
 # --- rapidocr -----------------------------------------------------------------------------------
