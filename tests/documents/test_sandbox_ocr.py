@@ -110,7 +110,12 @@ def tesseracts() -> list[int]:
     found = []
     for pid in descendants(os.getpid()):
         with contextlib.suppress(OSError):
-            if Path(f"/proc/{pid}/comm").read_text().strip() == "tesseract":
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            # At work on a page: not the short run that lists the installed languages.
+            if (
+                Path(f"/proc/{pid}/comm").read_text().strip() == "tesseract"
+                and b"--list-langs" not in command
+            ):
                 found.append(pid)
     return found
 
