@@ -23,11 +23,14 @@ import atexit
 import contextlib
 import json
 import os
+import secrets
 import select
+import shutil
 import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +42,7 @@ from django.conf import settings
 from documents.causes import PARSE_TIMEOUT, RESOURCE_LIMIT
 from documents.engines import limits as limit_codes
 from documents.engines.limits import ParseLimits
+from documents.engines.sandbox_child import TEMP_DIR_ENV
 from jobs.errors import StageFailure
 
 _FRAME = struct.Struct(">I")
@@ -47,7 +51,14 @@ _CHILD_ENV = frozenset(
     | {"OMP_THREAD_LIMIT", "OMP_NUM_THREADS", "TESSDATA_PREFIX"}  # the OCR engines' own switches
 )
 _POLL_SECONDS = 0.1
+# A child's temp folder: swept by age (documents/apps.py) if its worker died without removing it.
+TEMP_PREFIX = "sandbox-"
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def temp_leftover_age() -> float:
+    """Seconds after which a child's temp folder is a leftover: no call lives that long."""
+    return max(float(settings.DOCUMENTS_SANDBOX_WALL_SECONDS), float(settings.OCR_TESSERACT_TIMEOUT)) + 60
 
 
 def parse_limits() -> ParseLimits:
@@ -71,10 +82,13 @@ class Child:
         # Only what an interpreter needs: the worker's environment holds the database URL, the
         # secret key and API keys, none of which a parser of hostile bytes should be able to read.
         env = {key: value for key, value in os.environ.items() if key in _CHILD_ENV}
+        # Made and removed by the child around each call; removed here too when it is killed.
+        self.temp_dir = Path(tempfile.gettempdir()) / f"{TEMP_PREFIX}{secrets.token_hex(6)}"
         env |= {
             "PYTHONPATH": os.pathsep.join(filter(None, [str(_PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
             "PYTHONDONTWRITEBYTECODE": "1",
             "SANDBOX_EXTRA_MODULES": ",".join(settings.DOCUMENTS_SANDBOX_EXTRA_MODULES),
+            TEMP_DIR_ENV: str(self.temp_dir),
         }
         self.process = subprocess.Popen(
             [
@@ -179,6 +193,7 @@ class Child:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
                 stream.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -142,11 +143,14 @@ def test_a_cancel_kills_the_child_and_its_tesseract_process(tmp_path: Path) -> N
     try:
         (engine,) = wait_for(tesseracts, timeout=60, what="tesseract to start on the noise page")
         (child,) = [pid for pid in descendants(os.getpid()) if pid != engine and engine in descendants(pid)]
+        # pytesseract's files (the page in, the text out) are in the child's own temp folder.
+        (folder,) = {path.parent for path in Path(tempfile.gettempdir()).glob("sandbox-*/tess_*")}
         cancel.set()
         thread.join(timeout=10)
         assert not thread.is_alive() and isinstance(outcome[0], CancelRequested), outcome
         wait_for(lambda: not alive(engine), timeout=5, what="the tesseract process to be killed")
         wait_for(lambda: not alive(child), timeout=5, what="the sandbox child to be killed")
+        assert not folder.exists(), "the killed child's temp files were left behind"
     finally:
         cancel.set()
         thread.join(timeout=30)
