@@ -116,6 +116,15 @@ def scanned_pdf(pages: int) -> bytes:
     return bytes(pdf.output())
 
 
+def white_pdf(pages: int) -> bytes:
+    from fpdf import FPDF
+
+    pdf = FPDF(format="A4")
+    for _ in range(pages):
+        pdf.add_page()
+    return bytes(pdf.output())
+
+
 def ocr_cost(tmp: Path, pages: int, runs: int) -> None:
     from django.conf import settings
 
@@ -164,8 +173,30 @@ def ocr_cost(tmp: Path, pages: int, runs: int) -> None:
         started = time.perf_counter()
         assert in_sandbox() == pages
         boxed.append(time.perf_counter() - started)
+    # The fixed price of a call, without OCR's noise: white pages (a preview render and the
+    # blank check, the same in both ways) through the same code.
+    white = tmp / "white.pdf"
+    white_pages = 100
+    white.write_bytes(white_pdf(white_pages))
+    empty_plain, empty_boxed = [], []
+    for _ in range(runs):
+        started = time.perf_counter()
+        with pdf_renderer(white, max_pixels=options.max_pixels) as render:
+            assert all(is_blank(render(n, PREVIEW_DPI)) for n in range(1, white_pages + 1))
+        empty_plain.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        for number in range(1, white_pages + 1):
+            assert sandbox.sandbox_call("recognize_page", str(white), "pdf", number, options.as_dict())[
+                "blank"
+            ]
+        empty_boxed.append(time.perf_counter() - started)
     sandbox.discard_idle()
     a, b = common.median(plain), common.median(boxed)
+    e_a, e_b = common.median(empty_plain), common.median(empty_boxed)
+    say(
+        f"white pages, blank check only: in-process {e_a / white_pages * 1000:.2f} ms/page, "
+        f"sandbox {e_b / white_pages * 1000:.2f} ms/page: {(e_b - e_a) / white_pages * 1000:+.2f} ms per call"
+    )
     say(f"in-process render + OCR: {a:.2f} s ({a / pages * 1000:.0f} ms/page), median of {runs}")
     say(f"sandbox, warm child, a call per page: {b:.2f} s ({b / pages * 1000:.0f} ms/page)")
     say(f"added per page: {(b - a) / pages * 1000:+.1f} ms ({b / a:.3f}x the OCR alone)")
