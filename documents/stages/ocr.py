@@ -4,7 +4,8 @@ after each page (throttled like every progress report), so a slow batch does not
 Each page is rendered and recognised in the sandbox child (:mod:`documents.sandbox`,
 :mod:`documents.engines.ocr_page`), one call per page: a render bomb or an engine spinning on a
 hostile image is killed at its limits (``resource_limit``, ``ocr_timeout``) or on a cancel, while
-this worker keeps heartbeating. A call costs about a millisecond beside a page's OCR.
+this worker keeps heartbeating. A call costs a few milliseconds beside seconds of OCR per page
+(bench/README.md, the sandbox section).
 
 Skipped (counting as done) when no page needs OCR: the parse stage already says so, and the job
 passes over OCR without running it; this handler still skips if it is reached anyway. Retry
