@@ -1,5 +1,8 @@
 """The parsing sandbox, worker side: untrusted bytes are read in a child process that can be killed.
 
+Its users: the parse stage (a batch of pages per call) and the OCR stage (one page rendered and
+recognised per call, :mod:`documents.engines.ocr_page`; a call over its time is an ``ocr_timeout``).
+
 A parser stuck in C code holds the GIL: the worker's watchdog could not heartbeat nor see a
 cancel, and a regex over one hostile line froze a worker for twelve minutes (issue 16). So every
 reader of untrusted bytes runs in a child (:mod:`documents.engines.sandbox_child`) under CPU-time
@@ -17,13 +20,17 @@ parsers' imports, about 0.3 s), and a child that failed, was killed or served
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
+import secrets
 import select
+import shutil
 import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -35,14 +42,23 @@ from django.conf import settings
 from documents.causes import PARSE_TIMEOUT, RESOURCE_LIMIT
 from documents.engines import limits as limit_codes
 from documents.engines.limits import ParseLimits
+from documents.engines.sandbox_child import TEMP_DIR_ENV
 from jobs.errors import StageFailure
 
 _FRAME = struct.Struct(">I")
 _CHILD_ENV = frozenset(
     {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "VIRTUAL_ENV", "PYTHONHASHSEED"}
+    | {"OMP_THREAD_LIMIT", "OMP_NUM_THREADS", "TESSDATA_PREFIX"}  # the OCR engines' own switches
 )
 _POLL_SECONDS = 0.1
+# A child's temp folder: swept by age (documents/apps.py) if its worker died without removing it.
+TEMP_PREFIX = "sandbox-"
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def temp_leftover_age() -> float:
+    """Seconds after which a child's temp folder is a leftover: no call lives that long."""
+    return max(float(settings.DOCUMENTS_SANDBOX_WALL_SECONDS), float(settings.OCR_TESSERACT_TIMEOUT)) + 60
 
 
 def parse_limits() -> ParseLimits:
@@ -66,10 +82,13 @@ class Child:
         # Only what an interpreter needs: the worker's environment holds the database URL, the
         # secret key and API keys, none of which a parser of hostile bytes should be able to read.
         env = {key: value for key, value in os.environ.items() if key in _CHILD_ENV}
+        # Made and removed by the child around each call; removed here too when it is killed.
+        self.temp_dir = Path(tempfile.gettempdir()) / f"{TEMP_PREFIX}{secrets.token_hex(6)}"
         env |= {
             "PYTHONPATH": os.pathsep.join(filter(None, [str(_PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
             "PYTHONDONTWRITEBYTECODE": "1",
             "SANDBOX_EXTRA_MODULES": ",".join(settings.DOCUMENTS_SANDBOX_EXTRA_MODULES),
+            TEMP_DIR_ENV: str(self.temp_dir),
         }
         self.process = subprocess.Popen(
             [
@@ -95,11 +114,20 @@ class Child:
     def pid(self) -> int:
         return self.process.pid
 
-    def call(self, name: str, args: list[Any], *, check: Callable[[], None], wall_seconds: float) -> Any:
+    def call(
+        self,
+        name: str,
+        args: list[Any],
+        *,
+        check: Callable[[], None],
+        wall_seconds: float,
+        timeout_code: str = PARSE_TIMEOUT.code,
+    ) -> Any:
         """Run entry point ``name`` in the child; its answer, or a classified :class:`StageFailure`.
 
         ``check`` runs every 0.1 s while the child works; whatever it raises (cancel, lost lease,
-        stage timeout) kills the child and propagates.
+        stage timeout) kills the child and propagates. A call over its wall or CPU time fails
+        with ``timeout_code`` (``parse_timeout``, or ``ocr_timeout`` for OCR).
         """
         self.calls += 1
         self.usable = False  # until a complete answer arrives
@@ -110,9 +138,9 @@ class Child:
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
             self.kill()
-            raise self._death_failure() from None
+            raise self._death_failure(timeout_code) from None
         try:
-            answer = self._read_answer(check, time.monotonic() + wall_seconds, wall_seconds)
+            answer = self._read_answer(check, time.monotonic() + wall_seconds, wall_seconds, timeout_code)
         except BaseException:
             self.kill()
             raise
@@ -125,7 +153,9 @@ class Child:
             raise StageFailure(str(answer["failure"]), str(answer.get("detail", "")))
         raise SandboxError(f"{answer.get('error')}: {answer.get('detail')}")
 
-    def _read_answer(self, check: Callable[[], None], deadline: float, wall_seconds: float) -> dict[str, Any]:
+    def _read_answer(
+        self, check: Callable[[], None], deadline: float, wall_seconds: float, timeout_code: str
+    ) -> dict[str, Any]:
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
         buffer = bytearray()
@@ -135,14 +165,14 @@ class Child:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise StageFailure(
-                    PARSE_TIMEOUT.code, f"the sandbox call took longer than {wall_seconds:.0f}s; child killed"
+                    timeout_code, f"the sandbox call took longer than {wall_seconds:.0f}s; child killed"
                 )
             ready, _, _ = select.select([fd], [], [], min(_POLL_SECONDS, remaining))
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 20)
             if not chunk:
-                raise self._death_failure()
+                raise self._death_failure(timeout_code)
             buffer += chunk
             if needed is None and len(buffer) >= _FRAME.size:
                 needed = _FRAME.size + _FRAME.unpack_from(buffer)[0]
@@ -150,20 +180,31 @@ class Child:
                 decoded: dict[str, Any] = json.loads(bytes(buffer[_FRAME.size : needed]))
                 return decoded
 
-    def _death_failure(self) -> StageFailure:
+    def _death_failure(self, timeout_code: str) -> StageFailure:
         code = self.process.wait(timeout=5)
+        self._kill_group()  # a process it started (tesseract) may outlive it
         if code == -signal.SIGXCPU:
-            return StageFailure(PARSE_TIMEOUT.code, "the sandbox child used up its CPU time (SIGXCPU)")
+            return StageFailure(timeout_code, "the sandbox child used up its CPU time (SIGXCPU)")
         return StageFailure(RESOURCE_LIMIT.code, f"the sandbox child died (exit status {code})")
 
     def kill(self) -> None:
         self.usable = False
+        self._kill_group()
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
                 stream.close()
+
+    def _kill_group(self) -> None:
+        """The child leads its own process group (``start_new_session``): killing the group also
+        ends what it started, such as a tesseract process working on a hostile page."""
+        if self.owner_pid != os.getpid():
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
 
 
 # One idle child per worker process (a q2 worker runs one job at a time; tests run several
@@ -195,16 +236,23 @@ def _release(child: Child) -> None:
     child.kill()
 
 
-def sandbox_call(name: str, *args: Any, check: Callable[[], None] = lambda: None) -> Any:
+def sandbox_call(
+    name: str, *args: Any, check: Callable[[], None] = lambda: None, timeout_code: str = PARSE_TIMEOUT.code
+) -> Any:
     """Run the sandbox entry point ``name`` with ``args`` (JSON values) in a limited child.
 
-    Raises :class:`StageFailure` for classified failures (the parser's own, ``parse_timeout``,
-    ``resource_limit``) and whatever ``check`` raises; the child is killed in both cases.
+    Raises :class:`StageFailure` for classified failures (the engine's own, ``timeout_code`` for a
+    call over its wall or CPU time, ``resource_limit``) and whatever ``check`` raises; the child
+    is killed in both cases.
     """
     child = _acquire()
     try:
         return child.call(
-            name, list(args), check=check, wall_seconds=float(settings.DOCUMENTS_SANDBOX_WALL_SECONDS)
+            name,
+            list(args),
+            check=check,
+            wall_seconds=float(settings.DOCUMENTS_SANDBOX_WALL_SECONDS),
+            timeout_code=timeout_code,
         )
     finally:
         _release(child)

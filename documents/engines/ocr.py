@@ -7,12 +7,19 @@ engine"):
 - ``tesseract``: Debian ``tesseract-ocr`` (+ ``-eng``, ``-chi-sim``) driven through ``pytesseract``.
   One subprocess per image, so a per-image timeout can really stop it. Faster per page here.
 - ``rapidocr``: the ``rapidocr`` package on ``onnxruntime`` with the PP-OCR models it ships (works
-  offline). Runs in-process, so it has no per-image timeout: the stage deadline bounds it.
+  offline). Runs in the calling process, so it has no per-image timeout of its own.
 
-Failures are classified for the job engine: a missing or crashing engine raises
-``StageFailure("ocr_engine_unavailable")``, a tesseract run past its timeout ``StageFailure("ocr_timeout")``.
+The pipeline runs both inside the parsing sandbox's child (:mod:`documents.engines.ocr_page`), whose
+CPU-time, wall-time and address-space limits bound either engine on a hostile page.
+
+Failures are classified for the job engine: a missing or failing engine raises
+``StageFailure("ocr_engine_unavailable")``, a tesseract run past its timeout or its CPU budget
+``StageFailure("ocr_timeout")``, one ended by a signal (out of memory) ``StageFailure("resource_limit")``.
 Language codes are tesseract's (``eng``, ``chi_sim``) for both engines.
 """
+
+# long-module: two engines behind one protocol, with the choice between them and their failure
+# classification; splitting them would scatter the rules they share (languages, tidy, causes).
 
 from __future__ import annotations
 
@@ -20,13 +27,14 @@ import importlib.util
 import os
 import re
 import shutil
+import signal
 import threading
 from typing import Any, Protocol, runtime_checkable
 
 from django.conf import settings
 from PIL import Image
 
-from documents.causes import OCR_ENGINE_UNAVAILABLE, OCR_TIMEOUT
+from documents.causes import OCR_ENGINE_UNAVAILABLE, OCR_TIMEOUT, RESOURCE_LIMIT
 from jobs.errors import StageFailure
 
 TESSERACT = "tesseract"
@@ -141,7 +149,7 @@ class TesseractEngine:
         except pytesseract.TesseractNotFoundError as exc:
             raise StageFailure(OCR_ENGINE_UNAVAILABLE.code, "tesseract is not installed") from exc
         except pytesseract.TesseractError as exc:
-            raise StageFailure(OCR_ENGINE_UNAVAILABLE.code, f"tesseract failed: {exc}") from exc
+            raise _tesseract_failure(exc) from exc
         except RuntimeError as exc:
             # pytesseract reports its own timeout (after killing the process) only by this message.
             if str(exc) == "Tesseract process timeout":
@@ -160,6 +168,27 @@ class TesseractEngine:
                 OCR_ENGINE_UNAVAILABLE.code, "the pytesseract package is not installed"
             ) from exc
         return pytesseract
+
+
+def _tesseract_failure(exc: Any) -> StageFailure:
+    """A tesseract process that exits with an error, or is ended by a signal.
+
+    In the sandbox it inherits the child's limits: the kernel ends it with SIGXCPU when it spins
+    past the CPU budget (an ``ocr_timeout``, like its wall-clock timeout), and it dies (SIGABRT on
+    a failed allocation, SIGKILL, SIGSEGV) when a page needs more memory than allowed.
+    """
+    status = getattr(exc, "status", 0)
+    if isinstance(status, int) and status < 0:
+        if status == -signal.SIGXCPU:
+            return StageFailure(OCR_TIMEOUT.code, "tesseract used up its CPU time on one page (SIGXCPU)")
+        return StageFailure(RESOURCE_LIMIT.code, f"tesseract was ended by signal {-status} on one page")
+    if any(sign in str(exc) for sign in _OUT_OF_MEMORY):
+        # Leptonica reports a failed allocation and tesseract exits 1: the page, not the engine.
+        return StageFailure(RESOURCE_LIMIT.code, f"tesseract ran out of memory on one page: {exc}"[:2000])
+    return StageFailure(OCR_ENGINE_UNAVAILABLE.code, f"tesseract failed: {exc}")
+
+
+_OUT_OF_MEMORY = ("malloc fail", "bad_alloc", "Cannot allocate memory")
 
 
 # --- rapidocr -----------------------------------------------------------------------------------
@@ -196,6 +225,8 @@ class RapidOcrEngine:
         ocr = self._engine()
         try:
             result = ocr(_as_ocr_input(image))
+        except MemoryError:
+            raise  # the sandbox's address-space limit: ``resource_limit``, not a broken engine
         except Exception as exc:
             raise StageFailure(OCR_ENGINE_UNAVAILABLE.code, f"rapidocr failed: {exc!r}") from exc
         # Lines come back top to bottom; an empty page yields an output without texts.
@@ -237,13 +268,26 @@ def tesseract_leftover_age() -> float:
     return float(getattr(settings, "OCR_TESSERACT_TIMEOUT", DEFAULT_TESSERACT_TIMEOUT)) + 60
 
 
-def _build_engine(name: str) -> OcrEngine:
+def build_engine(name: str, *, tesseract_timeout: float, rapidocr_threads: int = 0) -> OcrEngine:
+    """A new engine called ``name`` with these options (no settings read: the sandbox child
+    builds its engines with this, from the options the worker sends)."""
     if name == TESSERACT:
-        return TesseractEngine(
-            timeout=float(getattr(settings, "OCR_TESSERACT_TIMEOUT", DEFAULT_TESSERACT_TIMEOUT))
-        )
-    threads = getattr(settings, "OCR_RAPIDOCR_THREADS", None)
-    return RapidOcrEngine(threads=int(threads) if threads else None)
+        return TesseractEngine(timeout=tesseract_timeout)
+    if name == RAPIDOCR:
+        return RapidOcrEngine(threads=rapidocr_threads or None)
+    raise StageFailure(OCR_ENGINE_UNAVAILABLE.code, f"unknown OCR engine {name!r}")
+
+
+def tesseract_timeout() -> float:
+    return float(getattr(settings, "OCR_TESSERACT_TIMEOUT", DEFAULT_TESSERACT_TIMEOUT))
+
+
+def rapidocr_threads() -> int:
+    return int(getattr(settings, "OCR_RAPIDOCR_THREADS", None) or 0)
+
+
+def _build_engine(name: str) -> OcrEngine:
+    return build_engine(name, tesseract_timeout=tesseract_timeout(), rapidocr_threads=rapidocr_threads())
 
 
 def _instance(name: str) -> OcrEngine:

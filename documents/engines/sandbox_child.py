@@ -15,9 +15,11 @@ import importlib
 import itertools
 import os
 import resource
+import shutil
 import signal
 import struct
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -49,7 +51,14 @@ def parse_pages(path: str, kind: str, start: int, count: int, limits: dict[str, 
     }
 
 
-ENTRYPOINTS: dict[str, Callable[..., Any]] = {"parse_pages": parse_pages}
+def recognize_page(path: str, kind: str, number: int, options: dict[str, Any]) -> dict[str, Any]:
+    """Page ``number`` rendered and recognised by OCR (:mod:`documents.engines.ocr_page`)."""
+    from documents.engines import ocr_page
+
+    return ocr_page.recognize_page(path, kind, number, options)
+
+
+ENTRYPOINTS: dict[str, Callable[..., Any]] = {"parse_pages": parse_pages, "recognize_page": recognize_page}
 # Deployments and tests may name modules whose ``SANDBOX_ENTRYPOINTS`` add callables.
 EXTRA_MODULES_ENV = "SANDBOX_EXTRA_MODULES"
 
@@ -96,13 +105,23 @@ def _read_exactly(stream: Any, size: int) -> bytes | None:
     return data
 
 
+# The child's own temp folder, named by the worker (which removes it when it kills the child):
+# engines that write temp files (pytesseract: the page image and tesseract's output) write there,
+# so a child killed mid-page leaves nothing behind in the shared temp directory.
+TEMP_DIR_ENV = "SANDBOX_TEMP_DIR"
+
+
 def _answer(request: dict[str, Any]) -> dict[str, Any]:
     from jobs.errors import StageFailure
 
     function = ENTRYPOINTS.get(request["call"])
     if function is None:
         return {"error": "UnknownCall", "detail": f"no sandbox entry point {request['call']!r}"}
+    folder = os.environ.get(TEMP_DIR_ENV, "")
     try:
+        if folder:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            tempfile.tempdir = folder
         return {"ok": function(*request.get("args", []))}
     except StageFailure as failure:
         return {"failure": failure.cause, "detail": str(failure)}
@@ -110,6 +129,10 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
         return {"failure": "resource_limit", "detail": f"{type(exc).__name__}: {exc}"[:2000]}
     except Exception as exc:
         return {"error": type(exc).__name__, "detail": str(exc)[:2000]}
+    finally:
+        if folder:  # between calls there is no folder: an idle child holds no temp space
+            tempfile.tempdir = None
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,12 @@
 """OCR: only the pages that need it, in batches, with a checkpoint after each batch and progress
 after each page (throttled like every progress report), so a slow batch does not look frozen.
 
+Each page is rendered and recognised in the sandbox child (:mod:`documents.sandbox`,
+:mod:`documents.engines.ocr_page`), one call per page: a render bomb or an engine spinning on a
+hostile image is killed at its limits (``resource_limit``, ``ocr_timeout``) or on a cancel, while
+this worker keeps heartbeating. A call costs a few milliseconds beside seconds of OCR per page
+(bench/README.md, the sandbox section).
+
 Skipped (counting as done) when no page needs OCR: the parse stage already says so, and the job
 passes over OCR without running it; this handler still skips if it is reached anyway. Retry
 hints from the ``ocr_timeout`` policy halve the batch and then switch to the alternative engine.
@@ -8,18 +14,14 @@ hints from the ``ocr_timeout`` policy halve the batch and then switch to the alt
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
-
 from django.conf import settings
 from django.db.models import F
-from PIL import Image
 
+from documents.causes import OCR_TIMEOUT
 from documents.engines import ocr
-from documents.engines.parsing import pdf_renderer, render_image_page
-from documents.engines.sniff import Kind
+from documents.engines.ocr_page import OcrOptions
 from documents.models import DocumentVersion, Page
+from documents.sandbox import sandbox_call
 from documents.stages.common import local_file, version_of
 from jobs.context import StageContext
 
@@ -36,29 +38,14 @@ def batch_size_for(hints: dict[str, object]) -> int:
     return max(1, size // 2) if hints.get("batch_size") == "halve" else size
 
 
-BLANK_LEVEL = 245  # grayscale: a page whose darkest pixel is lighter than this has no text
-PREVIEW_DPI = 24  # enough to tell a blank page from one with text, at a tiny fraction of the cost
-
-
-@contextmanager
-def page_images(path: Path, kind: Kind) -> Iterator[Callable[[int], Image.Image | None]]:
-    """``image(number)``: the page rendered for OCR, or None when the page is blank."""
-    if kind is not Kind.PDF:
-        yield lambda number: None if is_blank(image := render_image_page(path, number)) else image
-        return
-    with pdf_renderer(path, max_pixels=int(settings.DOCUMENTS_MAX_RENDER_PIXELS)) as render:
-
-        def image(number: int) -> Image.Image | None:
-            if is_blank(render(number, PREVIEW_DPI)):
-                return None
-            return render(number, int(settings.OCR_DPI))
-
-        yield image
-
-
-def is_blank(image: Image.Image) -> bool:
-    darkest, _ = image.convert("L").getextrema()
-    return isinstance(darkest, int | float) and darkest >= BLANK_LEVEL
+def options_for(engine_name: str) -> OcrOptions:
+    return OcrOptions(
+        engine=engine_name,
+        dpi=int(settings.OCR_DPI),
+        max_pixels=int(settings.DOCUMENTS_MAX_RENDER_PIXELS),
+        tesseract_timeout=ocr.tesseract_timeout(),
+        rapidocr_threads=ocr.rapidocr_threads(),
+    )
 
 
 def run(ctx: StageContext) -> None:
@@ -79,38 +66,45 @@ def run(ctx: StageContext) -> None:
         ctx.progress(len(numbers), len(numbers))
         return
     engine_name = engine_for(ctx.hints)
-    engine = ocr.get_engine(engine_name)
+    ocr.get_engine(engine_name)  # installed here too (cheap): else ocr_engine_unavailable before any page
+    options = options_for(engine_name).as_dict()
     size = batch_size_for(ctx.hints)
-    path = local_file(ctx, version)
-    kind = Kind(version.kind)
+    path = str(local_file(ctx, version))
     done = int(ctx.checkpoint.get("done", 0))
     ctx.progress(done, len(numbers))
-    with page_images(path, kind) as images:
-        while done < len(numbers):
-            batch = numbers[done : done + size]
-            texts = {}
-            for position, number in enumerate(batch, start=1):
-                ctx.check()
-                image = images(number)
-                if image is None:
-                    texts[number] = ""  # a white page (e.g. a background rectangle): nothing to read
-                else:
-                    _count_attempt(version, number)
-                    texts[number] = engine.recognize(image)
-                if position < len(batch):
-                    # Pages recognised so far (their text commits with the batch's checkpoint
-                    # below, which also reports the batch's last page).
-                    ctx.progress(done + position, len(numbers))
-                else:
-                    ctx.touch()
-            done += len(batch)
-            with ctx.write(checkpoint={"done": done, "engine": engine_name}, done=done, total=len(numbers)):
-                for number, text in texts.items():
-                    Page.objects.filter(version=version, number=number).update(
-                        text=text, ocr_engine=engine_name
-                    )
+    while done < len(numbers):
+        batch = numbers[done : done + size]
+        texts = {}
+        for position, number in enumerate(batch, start=1):
+            ctx.check()
+            # In the sandbox child: this thread waits on its pipe, checking for a cancel, a lost
+            # lease and the stage deadline (the watchdog keeps heartbeating meanwhile).
+            answer = sandbox_call(
+                "recognize_page",
+                path,
+                version.kind,
+                number,
+                options,
+                check=ctx.check,
+                timeout_code=OCR_TIMEOUT.code,
+            )
+            # A white page (e.g. a background rectangle) has nothing to read and is not counted.
+            if not answer["blank"]:
+                _count_attempt(version, number)
+            texts[number] = str(answer["text"])
+            if position < len(batch):
+                # Pages recognised so far (their text commits with the batch's checkpoint
+                # below, which also reports the batch's last page).
+                ctx.progress(done + position, len(numbers))
+            else:
+                ctx.touch()
+        done += len(batch)
+        with ctx.write(checkpoint={"done": done, "engine": engine_name}, done=done, total=len(numbers)):
+            for number, text in texts.items():
+                Page.objects.filter(version=version, number=number).update(text=text, ocr_engine=engine_name)
 
 
 def _count_attempt(version: DocumentVersion, number: int) -> None:
-    # Unfenced on purpose: it counts real work (operators and tests see pages OCR'd twice).
+    # Unfenced on purpose: it counts real work (operators and tests see pages OCR'd twice). Counted
+    # when the page's text is back: a page whose child was killed mid-OCR is not counted.
     Page.objects.filter(version=version, number=number).update(ocr_attempts=F("ocr_attempts") + 1)

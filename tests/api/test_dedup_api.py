@@ -15,6 +15,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from documents.embedders import configured_embedder
 from documents.engines import ocr
 from documents.models import Chunk, ChunkVector, DocumentVersion, Page
+from documents.stages import ocr as ocr_stage
 from jobs.models import Status
 from tests.api.conftest import Caller, drive
 from tests.documents import files
@@ -29,23 +30,24 @@ def media(settings: Any, tmp_path: Path) -> None:
 
 @pytest.fixture
 def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counts calls of the real OCR engine and the real embedder (they still run in full); the
-    embedder's texts are kept too (the indexing probe embeds its query phrase, a search)."""
+    """Counts calls of the real OCR (a page recognised in the sandbox child) and of the real
+    embedder (they still run in full); the embedder's texts are kept too (the indexing probe
+    embeds its query phrase, a search)."""
     counted: dict[str, Any] = {"ocr": 0, "embed": 0, "texts": []}
-    engine_type = type(ocr.get_engine(ocr.default_engine_name()))
+    ocr.get_engine(ocr.default_engine_name())  # an OCR engine is installed
     embedder_type = type(configured_embedder())
-    recognize, embed = engine_type.recognize, embedder_type.embed
+    sandbox_call, embed = ocr_stage.sandbox_call, embedder_type.embed
 
-    def counting_recognize(self: Any, *args: Any, **kwargs: Any) -> Any:
-        counted["ocr"] += 1
-        return recognize(self, *args, **kwargs)
+    def counting_sandbox_call(name: str, *args: Any, **kwargs: Any) -> Any:
+        counted["ocr"] += name == "recognize_page"
+        return sandbox_call(name, *args, **kwargs)
 
     def counting_embed(self: Any, *args: Any, **kwargs: Any) -> Any:
         counted["embed"] += 1
         counted["texts"] += list(args[0])
         return embed(self, *args, **kwargs)
 
-    monkeypatch.setattr(engine_type, "recognize", counting_recognize)
+    monkeypatch.setattr(ocr_stage, "sandbox_call", counting_sandbox_call)
     monkeypatch.setattr(embedder_type, "embed", counting_embed)
     return counted
 

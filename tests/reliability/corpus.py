@@ -254,6 +254,16 @@ def huge_page_pdf(points: int = 14_400) -> bytes:
     )
 
 
+def noise_png(side: int = 2_000, *, seed: int = 16) -> bytes:
+    """A ``side`` x ``side`` page of black and white pixel noise (about 0.5 MB): no text, but
+    tesseract works on it for seconds of CPU (7.5 s at 2,000 px here) looking for some, and
+    rapidocr too. Under a small CPU budget it stands for any image that makes OCR spin."""
+    from PIL import Image
+
+    rng = random.Random(seed)
+    return files.image_bytes(Image.frombytes("1", (side, side), rng.randbytes(side * side // 8)), "PNG")
+
+
 @functools.cache
 def shared_stream_pages_pdf(pages: int = 60_000) -> bytes:
     """``pages`` pages that all show one shared content stream (issue 16, finding 7: 5.8 MB
