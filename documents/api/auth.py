@@ -17,6 +17,7 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 
+from documents.api import token_cache
 from documents.hot_reads import token_owner
 from documents.selectors import remember_tenant
 from documents.throttles import token_failure_record
@@ -27,12 +28,17 @@ if TYPE_CHECKING:
 
 def user_for_token(key: str) -> tuple[Any, Token] | None:
     """The user and token for ``key`` (with the user's tenant remembered), or None."""
-    # One pre-built query for the token, its user and the user's workspace (documents.hot_reads):
-    # every API request pays it, and the ORM spent more time compiling it than the database did
-    # answering. No cache: a revoked token or a deactivated user is refused on the next request.
-    found = token_owner(key)
+    # A good token seen in the last API_TOKEN_CACHE_SECONDS costs no query (documents/api/
+    # token_cache.py states the revocation bound); otherwise one pre-built query for the token,
+    # its user and the user's workspace (documents.hot_reads): every API request pays it, and the
+    # ORM spent more time compiling it than the database did answering.
+    found = token_cache.recall(key)
     if found is None:
-        return None
+        found = token_owner(key)
+        if found is None:
+            return None
+        if found[0].is_active:  # an inactive user is refused, and read again every time
+            token_cache.remember(key, *found)
     user, token, tenant = found
     remember_tenant(user, tenant)  # None for a user in no workspace: answered 403 later
     return user, token
