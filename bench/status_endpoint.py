@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import re
 import shutil
 import socket
@@ -148,6 +149,47 @@ def run_loadgen(url: str, token: str, connections: int, duration: float) -> dict
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
+def server_commands(workers: int, before: str | None = None) -> dict[str, tuple[Any, dict[str, str]]]:
+    """The servers compared, each ``(port -> python -m arguments, extra environment)``.
+
+    ``uvicorn`` is the deployment's web server (run_platform's arguments) with uvicorn's pure-Python
+    HTTP parser and event loop (h11, asyncio), which is what it picks when httptools and uvloop are
+    not installed; ``uvicorn-httptools`` is the same with them, measured when they are importable.
+    ``gunicorn`` runs sync workers (``config.wsgi``): the baseline's server. Its status requests
+    use the pool like uvicorn's (``DB_POOL=1``): a persistent connection with health checks would
+    add a ``SELECT 1`` round trip to every request. ``uvicorn-before`` serves the checkout
+    ``before`` (its modules first on the path) with the same arguments.
+    """
+
+    def uvicorn(http: str, loop: str, app_dir: str = ".") -> Any:
+        return lambda port: [
+            "uvicorn",
+            "config.asgi:application",
+            *("--app-dir", app_dir),
+            *("--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)),
+            *("--http", http, "--loop", loop, "--no-access-log", "--log-level", "warning"),
+        ]
+
+    servers: dict[str, tuple[Any, dict[str, str]]] = {
+        "uvicorn": (uvicorn("h11", "asyncio"), {"DB_POOL": "1"})
+    }
+    if before:
+        servers["uvicorn-before"] = (uvicorn("h11", "asyncio", str(Path(before).resolve())), {"DB_POOL": "1"})
+    if importlib.util.find_spec("httptools") and importlib.util.find_spec("uvloop"):
+        servers["uvicorn-httptools"] = (uvicorn("httptools", "uvloop"), {"DB_POOL": "1"})
+    if importlib.util.find_spec("gunicorn") is not None:
+        servers["gunicorn"] = (
+            lambda port: [
+                "gunicorn",
+                "config.wsgi:application",
+                *("--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--worker-class", "sync"),
+                *("--log-level", "warning"),
+            ],
+            {"DB_POOL": "1"},
+        )
+    return servers
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -160,13 +202,19 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--loadgen", choices=["auto", "wrk", "python"], default="auto")
+    parser.add_argument(
+        "--before",
+        metavar="DIR",
+        help="Another checkout of the project (e.g. `git archive <commit>` unpacked): its status "
+        "endpoint is served by uvicorn beside this one's, in the same rounds, on the same database.",
+    )
     args = parser.parse_args()
     duration = args.duration or (4 if args.quick else 6)
     rounds = args.rounds or (1 if args.quick else 5)
     tool = args.loadgen if args.loadgen != "auto" else ("wrk" if shutil.which("wrk") else "python")
 
     common.header(
-        f"status endpoint: uvicorn --workers {args.workers}, DB_POOL=1, PostgreSQL; {tool}, "
+        f"status endpoint: uvicorn (and gunicorn) --workers {args.workers}, DB_POOL=1, PostgreSQL; {tool}, "
         f"{args.connections} connections, {rounds} x {duration:g} s per endpoint"
     )
     common.print_machine()
@@ -175,7 +223,8 @@ def main() -> int:
         common.bench_database("status", keep=args.keep) as (_, url),
         common.temp_dir("status", args.keep) as tmp,
     ):
-        env = common.base_env(settings="bench.settings", database_url=url, var_dir=tmp)
+        # The pool, as the web server has it: without it every in-process request would connect.
+        env = common.base_env(settings="bench.settings", database_url=url, var_dir=tmp, DB_POOL="1")
         common.setup_django(env)
         common.migrate()
         token, status_path = prepare()
@@ -197,61 +246,35 @@ def main() -> int:
             + ", ".join(f"{k} {v:.2f} ms" for k, v in in_process.items())
         )
 
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
         children = common.Children(tmp)
         lua = tmp / "auth.lua"
         lua.write_text(f'wrk.headers["Authorization"] = "Token {token}"\n')
-        wsgi_port = free_port()
-        wsgi_base = f"http://127.0.0.1:{wsgi_port}"
-        has_gunicorn = importlib.util.find_spec("gunicorn") is not None
+        # Children see this run's PYTHONPATH after the project (packages installed beside the
+        # shared environment, e.g. httptools and uvloop to measure before adding them).
+        child_path = os.pathsep.join(p for p in (env["PYTHONPATH"], os.environ.get("PYTHONPATH", "")) if p)
+        servers = server_commands(args.workers, args.before)
+        ports = {name: free_port() for name in servers}
+        bases = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
         endpoints = {
-            "trivial": base + "/bench/trivial",
-            "trivial-auth": base + "/bench/trivial-auth",
-            "status": base + status_path,
+            "trivial": bases["uvicorn"] + "/bench/trivial",
+            "trivial-auth": bases["uvicorn"] + "/bench/trivial-auth",
+            "status": bases["uvicorn"] + status_path,
         }
-        if has_gunicorn:
-            endpoints["gunicorn-trivial"] = wsgi_base + "/bench/trivial"
-            endpoints["gunicorn-status"] = wsgi_base + status_path
+        if "gunicorn" in servers:
+            endpoints["gunicorn-trivial"] = bases["gunicorn"] + "/bench/trivial"
+            endpoints["gunicorn-status"] = bases["gunicorn"] + status_path
+        if "uvicorn-before" in servers:
+            endpoints["before-status"] = bases["uvicorn-before"] + status_path
+        if "uvicorn-httptools" in servers:
+            endpoints["fast-trivial"] = bases["uvicorn-httptools"] + "/bench/trivial"
+            endpoints["fast-status"] = bases["uvicorn-httptools"] + status_path
         results: dict[str, list[dict[str, Any]]] = {name: [] for name in endpoints}
         try:
-            children.start(
-                "uvicorn",
-                [
-                    common.PYTHON,
-                    "-m",
-                    "uvicorn",
-                    "config.asgi:application",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--workers",
-                    str(args.workers),
-                    "--no-access-log",
-                    "--log-level",
-                    "warning",
-                ],
-                {**env, "DB_POOL": "1"},
-            )
-            if has_gunicorn:
+            for name, (command, extra_env) in servers.items():
                 children.start(
-                    "gunicorn",
-                    [
-                        common.PYTHON,
-                        "-m",
-                        "gunicorn",
-                        "config.wsgi:application",
-                        "--bind",
-                        f"127.0.0.1:{wsgi_port}",
-                        "--workers",
-                        str(args.workers),
-                        "--worker-class",
-                        "sync",
-                        "--log-level",
-                        "warning",
-                    ],
-                    {**env, "DB_CONN_MAX_AGE": "60"},  # one thread per process: keep its connection
+                    name,
+                    [common.PYTHON, "-m", *command(ports[name])],
+                    {**env, "PYTHONPATH": child_path, **extra_env},
                 )
             import httpx
 
@@ -261,7 +284,7 @@ def main() -> int:
                 except httpx.HTTPError:
                     return False
 
-            for server in [base, wsgi_base] if has_gunicorn else [base]:
+            for server in bases.values():
                 common.wait_for(lambda server=server: up(server), timeout=60, interval=0.2, what=server)
                 check = httpx.get(
                     server + status_path, headers={"Authorization": f"Token {token}"}, timeout=10
@@ -280,7 +303,7 @@ def main() -> int:
                     res = measure(url, duration)
                     results[name].append(res)
                     say(
-                        f"  round {r + 1} {name:<13} {res['requests_per_s']:8.1f} req/s  "
+                        f"  round {r + 1} {name:<16} {res['requests_per_s']:8.1f} req/s  "
                         f"p50 {res['p50_ms']:7.1f} ms"
                         f"  p99 {res['p99_ms']:7.1f} ms  non-2xx {res['non_2xx']}"
                         + (f"  {res['errors']}" if res.get("errors") else "")
@@ -299,7 +322,7 @@ def main() -> int:
     say("")
     for name, s in summary.items():
         say(
-            f"{name:<13} median {s['requests_per_s']:8.1f} req/s  p50 {s['p50_ms']:6.1f} ms  "
+            f"{name:<16} median {s['requests_per_s']:8.1f} req/s  p50 {s['p50_ms']:6.1f} ms  "
             f"p99 {s['p99_ms']:6.1f} ms"
             f"  non-2xx {s['non_2xx']}"
         )
@@ -323,7 +346,7 @@ def main() -> int:
             "in_process_ms": in_process,
         }
     )
-    if has_gunicorn:
+    if "gunicorn-trivial" in results:
         shipped = round_ratios("gunicorn-trivial")
         wsgi = round_ratios("gunicorn-trivial", "gunicorn-status")
         say("status (uvicorn) / gunicorn trivial per round: " + ", ".join(f"{x:.2f}" for x in shipped))
@@ -341,6 +364,35 @@ def main() -> int:
             f"{summary['gunicorn-trivial']['requests_per_s']:.0f} vs uvicorn "
             f"{summary['trivial']['requests_per_s']:.0f} req/s"
         )
+        if "before-status" in results:
+            before_ratio = round_ratios("gunicorn-trivial", "before-status")
+            gain = round_ratios("before-status", "status")
+            say(
+                "status before (uvicorn) / gunicorn trivial per round: "
+                + ", ".join(f"{x:.2f}" for x in before_ratio)
+            )
+            say("status now / status before per round: " + ", ".join(f"{x:.2f}" for x in gain))
+            report.notes.append(
+                f"the checkout before, same rounds: status / trivial under gunicorn "
+                f"{common.median(before_ratio):.2f}x, p99 {summary['before-status']['p99_ms']:.0f} ms; "
+                f"this checkout serves {common.median(gain):.2f}x its requests per second"
+            )
+        if "fast-status" in results:
+            fast = round_ratios("gunicorn-trivial", "fast-status")
+            fast_vs_h11 = round_ratios("status", "fast-status")
+            say(
+                "status (uvicorn httptools) / gunicorn trivial per round: "
+                + ", ".join(f"{x:.2f}" for x in fast)
+            )
+            say(
+                "status: uvicorn httptools / uvicorn h11 per round: "
+                + ", ".join(f"{x:.2f}" for x in fast_vs_h11)
+            )
+            report.notes.append(
+                f"status under uvicorn with httptools and uvloop / trivial under gunicorn: "
+                f"{common.median(fast):.2f}x, p99 {summary['fast-status']['p99_ms']:.0f} ms; "
+                f"{common.median(fast_vs_h11):.2f}x the status endpoint under uvicorn with h11"
+            )
     report.check(
         "status p99 at the load (as deployed)",
         summary["status"]["p99_ms"],

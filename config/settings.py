@@ -218,6 +218,10 @@ REST_FRAMEWORK = {
 }
 AUTH_FAILURE_WINDOW_SECONDS = env_int("AUTH_FAILURE_WINDOW_SECONDS", 900)
 AUTH_FAILURE_LIMIT_PER_ADDRESS = env_int("AUTH_FAILURE_LIMIT_PER_ADDRESS", 50)  # bad tokens or passwords
+# Seconds a web process remembers a good API token (documents/api/token_cache.py): a revoked
+# token or deactivated user is refused at once by the process that made the change and within
+# this bound by the others. 0: every request reads the token from the database.
+API_TOKEN_CACHE_SECONDS = env_int("API_TOKEN_CACHE_SECONDS", 5)
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)  # wrong passwords per user name
 # Counters of throttles, lockouts and SSE caps must be shared by every web process: the database
 # cache on the embedded default (its table comes with the migrations), Redis when configured.

@@ -13,6 +13,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Lower
 
+from documents.hot_reads import version_with_job
 from documents.models import Document, DocumentVersion, Membership, Tenant
 from documents.pipeline import PIPELINE
 from jobs import rules
@@ -64,11 +65,10 @@ def access_version_by_job(tenant: Tenant, document_id: Any, job_id: Any) -> Docu
     doc_pk, job_pk = _uuid(document_id), _uuid(job_id)
     if doc_pk is None or job_pk is None:
         return None
-    # At most one row (a job belongs to one version): no ORDER BY to build or to run.
-    found = DocumentVersion.objects.select_related("job").filter(
-        document__tenant=tenant, document_id=doc_pk, job_id=job_pk, deleted_at=None, document__deleted_at=None
-    )
-    return next(iter(found.order_by()[:1]), None)
+    # Every status poll makes this read: SQL built once per process, same conditions as
+    # DocumentVersion.objects.select_related("job").filter(document__tenant=tenant,
+    # document_id=..., job_id=..., deleted_at=None, document__deleted_at=None).
+    return version_with_job(tenant.pk, doc_pk, job_pk)
 
 
 def state_filter(word: str) -> Q:

@@ -29,6 +29,9 @@ REST_FRAMEWORK = {
     },
 }
 AUTH_FAILURE_LIMIT_PER_ADDRESS = env_int("AUTH_FAILURE_LIMIT_PER_ADDRESS", 100_000)  # noqa: F405
+# Tests change users and tokens with QuerySet.update (no signal) and expect the next request to
+# see it: no token memory here; tests/api/test_token_cache.py turns it on for its own cases.
+API_TOKEN_CACHE_SECONDS = env_int("API_TOKEN_CACHE_SECONDS", 0)  # noqa: F405
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 100_000)  # noqa: F405
 SSE_MAX_STREAMS_PER_USER = env_int("SSE_MAX_STREAMS_PER_USER", 100_000)  # noqa: F405
 SSE_MAX_STREAMS = env_int("SSE_MAX_STREAMS", 100_000)  # noqa: F405

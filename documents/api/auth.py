@@ -2,8 +2,9 @@
 
 Every API request needs the user and then the tenant; DRF's ``TokenAuthentication`` reads the
 token and user, and the tenant would cost a second query. Here the membership is fetched by the
-token key with the user, the token and the tenant joined, and the tenant is remembered on the
-user for :func:`documents.selectors.tenant_for`.
+token key with the user, the token and the tenant joined (SQL built once per process:
+documents/hot_reads.py), and the tenant is remembered on the user for
+:func:`documents.selectors.tenant_for`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 
-from documents.models import Membership
+from documents.api import token_cache
+from documents.hot_reads import token_owner
 from documents.selectors import remember_tenant
 from documents.throttles import token_failure_record
 
@@ -26,20 +28,20 @@ if TYPE_CHECKING:
 
 def user_for_token(key: str) -> tuple[Any, Token] | None:
     """The user and token for ``key`` (with the user's tenant remembered), or None."""
-    # At most one row (one token per key, one membership per user): no ORDER BY to build or run,
-    # which .first() would add (every API request pays this query's Python).
-    found = Membership.objects.select_related("tenant", "user__auth_token").filter(user__auth_token__key=key)
-    membership = next(iter(found.order_by()[:1]), None)
-    if membership is not None:
-        user = membership.user
-        remember_tenant(user, membership.tenant)
-        return user, user.auth_token
-    # A valid token of a user in no workspace (answered 403 later), or no such token.
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None:
-        return None
-    remember_tenant(token.user, None)
-    return token.user, token
+    # A good token seen in the last API_TOKEN_CACHE_SECONDS costs no query (documents/api/
+    # token_cache.py states the revocation bound); otherwise one pre-built query for the token,
+    # its user and the user's workspace (documents.hot_reads): every API request pays it, and the
+    # ORM spent more time compiling it than the database did answering.
+    found = token_cache.recall(key)
+    if found is None:
+        found = token_owner(key)
+        if found is None:
+            return None
+        if found[0].is_active:  # an inactive user is refused, and read again every time
+            token_cache.remember(key, *found)
+    user, token, tenant = found
+    remember_tenant(user, tenant)  # None for a user in no workspace: answered 403 later
+    return user, token
 
 
 class TenantTokenAuthentication(TokenAuthentication):

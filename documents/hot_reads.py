@@ -1,0 +1,142 @@
+"""The two reads every polled status request makes, as SQL built once per process.
+
+``GET /api/documents/{id}/jobs/{job_id}`` (and its SSE stream's first look) authenticates a token
+and reads the version with its job. Through the ORM each of those two queries cost about 3 ms of
+Python on this project's machine (compiling a three-table join, every request), more than the
+database took to answer them (bench/README.md, issue 18). Here each query's text is built once
+from the models' own metadata (so a new column is picked up without editing SQL), values go in
+as parameters, and rows come back as ordinary model instances through the same converters the
+ORM applies. The conditions are exactly those of the ORM queries they replace: the tenant
+isolation of :func:`documents.selectors.access_version_by_job` and the token lookup of
+:func:`documents.api.auth.user_for_token` (tests/api/test_hot_reads.py compares them).
+"""
+
+from __future__ import annotations
+
+import uuid
+from functools import cache
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import connection, models
+from rest_framework.authtoken.models import Token
+
+from documents.models import Document, DocumentVersion, Membership, Tenant
+from jobs.models import Job
+
+
+class _Part:
+    """One model's columns in a joined SELECT: where they sit in the row, and how to read them."""
+
+    def __init__(self, model: type[models.Model], alias: str) -> None:
+        self.model = model
+        self.alias = alias
+        self.fields = tuple(model._meta.concrete_fields)
+        self.columns = tuple(field.get_col(alias) for field in self.fields)
+        self.names = tuple(field.attname for field in self.fields)
+        self.pk_index = self.fields.index(model._meta.pk)
+        self.start = 0
+
+    def select(self, start: int) -> str:
+        self.start = start
+        quote = connection.ops.quote_name
+        return ", ".join(f"{quote(self.alias)}.{quote(str(f.column))}" for f in self.fields)
+
+    def instance(self, row: tuple[Any, ...]) -> Any:
+        """The model instance for this part of ``row`` (None when a LEFT JOIN found nothing)."""
+        values = list(row[self.start : self.start + len(self.fields)])
+        if values[self.pk_index] is None:
+            return None
+        for i, column in enumerate(self.columns):
+            # The ORM's own conversions (datetimes and UUIDs on SQLite, JSON, ...), backend first.
+            converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+            for convert in converters:
+                values[i] = convert(values[i], column, connection)
+        return self.model.from_db(connection.alias, self.names, values)
+
+
+def _joined(parts: list[_Part], tail: str) -> str:
+    selected, start = [], 0
+    for part in parts:
+        selected.append(part.select(start))
+        start += len(part.fields)
+    return f"SELECT {', '.join(selected)} {tail}"
+
+
+def _table(model: type[models.Model], alias: str) -> str:
+    quote = connection.ops.quote_name
+    return f"{quote(model._meta.db_table)} {quote(alias)}"
+
+
+def _col(alias: str, model: type[models.Model], name: str) -> str:
+    quote = connection.ops.quote_name
+    field = model._meta.get_field(name)
+    assert isinstance(field, models.Field)  # a concrete column, not a reverse relation
+    return f"{quote(alias)}.{quote(str(field.column))}"
+
+
+@cache
+def _token_query(vendor: str) -> tuple[str, _Part, _Part, _Part]:
+    user_model = get_user_model()
+    token, user, tenant = _Part(Token, "t"), _Part(user_model, "u"), _Part(Tenant, "w")
+    user_id = _col("u", user_model, "id")
+    # A user has at most one membership (a unique constraint): LEFT JOINs answer one row either
+    # way, with no tenant for a user in no workspace (refused 403 later, as before).
+    tail = (
+        f"FROM {_table(Token, 't')} "
+        f"INNER JOIN {_table(user_model, 'u')} ON {user_id} = {_col('t', Token, 'user')} "
+        f"LEFT JOIN {_table(Membership, 'm')} ON {_col('m', Membership, 'user')} = {user_id} "
+        f"LEFT JOIN {_table(Tenant, 'w')} ON {_col('w', Tenant, 'id')} = {_col('m', Membership, 'tenant')} "
+        f"WHERE {_col('t', Token, 'key')} = %s"
+    )
+    return _joined([token, user, tenant], tail), token, user, tenant
+
+
+def token_owner(key: str) -> tuple[Any, Token, Tenant | None] | None:
+    """``(user, token, tenant or None)`` for the token ``key``, in one query; None if no such token."""
+    sql, token_part, user_part, tenant_part = _token_query(connection.vendor)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    token, user = token_part.instance(row), user_part.instance(row)
+    token.user = user
+    return user, token, tenant_part.instance(row)
+
+
+@cache
+def _version_query(vendor: str) -> tuple[str, _Part, _Part]:
+    version, job = _Part(DocumentVersion, "v"), _Part(Job, "j")
+    v_document = _col("v", DocumentVersion, "document")
+    # The version whose job is the given one, of the given document of the given tenant, neither
+    # deleted: another tenant's ids find no row, exactly as ids that do not exist.
+    tail = (
+        f"FROM {_table(DocumentVersion, 'v')} "
+        f"INNER JOIN {_table(Document, 'd')} ON {_col('d', Document, 'id')} = {v_document} "
+        f"INNER JOIN {_table(Job, 'j')} ON {_col('j', Job, 'id')} = {_col('v', DocumentVersion, 'job')} "
+        f"WHERE {_col('d', Document, 'tenant')} = %s AND {v_document} = %s "
+        f"AND {_col('v', DocumentVersion, 'job')} = %s "
+        f"AND {_col('v', DocumentVersion, 'deleted_at')} IS NULL "
+        f"AND {_col('d', Document, 'deleted_at')} IS NULL"
+    )
+    return _joined([version, job], tail), version, job
+
+
+def version_with_job(tenant_id: Any, document_id: uuid.UUID, job_id: uuid.UUID) -> DocumentVersion | None:
+    """The version whose job is ``job_id`` (job loaded with it), if that job belongs to document
+    ``document_id`` of tenant ``tenant_id``; otherwise None."""
+    sql, version_part, job_part = _version_query(connection.vendor)
+    params = [
+        Document._meta.get_field("tenant").get_db_prep_value(tenant_id, connection),
+        Document._meta.pk.get_db_prep_value(document_id, connection),
+        Job._meta.pk.get_db_prep_value(job_id, connection),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    version: DocumentVersion = version_part.instance(row)
+    version.job = job_part.instance(row)
+    return version
