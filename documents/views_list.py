@@ -13,6 +13,7 @@ from documents.forms import UploadForm
 from documents.models import Tenant
 from documents.selectors import DEFAULT_ORDERING, ORDERINGS, STATE_WORDS, documents_of
 from documents.services.collections import collection_of, collections_of
+from documents.services.storage import storage_usage
 from documents.views import _after_upload, _status_of, _upload, tenant_required
 
 DOCUMENTS_PER_PAGE = 50
@@ -66,5 +67,6 @@ def document_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
         "filtered": bool(state or q.strip()),
         "collections": collections,
         "chosen": chosen,
+        "storage": storage_usage(tenant),
     }
     return render(request, "documents/list.html", context, status=http_status)
