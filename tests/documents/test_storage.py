@@ -24,6 +24,7 @@ from documents.services.storage import (
     storage_used,
     stored_bytes_sweep,
 )
+from documents.services.upload import UploadResult
 from jobs import rules
 from jobs.errors import TransitionRefused
 from jobs.models import Job, Status
@@ -55,8 +56,17 @@ def clock() -> Iterator[Clock]:
         yield c
 
 
+def jid(result: UploadResult) -> Any:
+    assert result.job is not None
+    return result.job.pk
+
+
+def _name(version: DocumentVersion) -> str:
+    return str(DocumentVersion.objects.get(pk=version.pk).file.name)
+
+
 def _stored(version: DocumentVersion) -> bool:
-    return default_storage.exists(DocumentVersion.objects.get(pk=version.pk).file.name)
+    return default_storage.exists(_name(version))
 
 
 def _freed_at(version: DocumentVersion) -> Any:
@@ -66,7 +76,7 @@ def _freed_at(version: DocumentVersion) -> Any:
 def test_the_reaper_frees_a_cancelled_versions_bytes_only_after_the_retention(clock: Clock) -> None:
     tenant = make_tenant()
     result = upload(tenant, TEXT, "notes.txt")
-    job_cancel(job_id=result.job.pk, actor_name="alice")
+    job_cancel(job_id=jid(result), actor_name="alice")
     assert storage_used(tenant) == len(TEXT)  # cancelled bytes still count
 
     clock.advance(7 * DAY - 60)
@@ -80,7 +90,7 @@ def test_the_reaper_frees_a_cancelled_versions_bytes_only_after_the_retention(cl
     assert _freed_at(result.version) == clock.now
     assert storage_used(tenant) == 0
     # The row, its job and its history stay; a second pass has nothing left to do.
-    assert Job.objects.get(pk=result.job.pk).status == Status.CANCELLED
+    assert Job.objects.get(pk=jid(result)).status == Status.CANCELLED
     assert reap().swept == []
 
 
@@ -88,7 +98,7 @@ def test_retention_zero_frees_a_failed_versions_bytes_at_the_next_pass(settings:
     settings.DOCUMENTS_STORAGE_RETENTION_DAYS = 0
     tenant = make_tenant()
     result = upload(tenant, files.encrypted_pdf(), "locked.pdf")
-    assert run_until_idle(result.job.pk).status == Status.FAILED
+    assert run_until_idle(jid(result)).status == Status.FAILED
 
     assert stored_bytes_sweep(10) == [result.version.pk]
     assert files_under(media) == []
@@ -97,14 +107,14 @@ def test_retention_zero_frees_a_failed_versions_bytes_at_the_next_pass(settings:
 def test_a_running_or_published_version_keeps_its_bytes_and_a_superseded_one_loses_them(clock: Clock) -> None:
     tenant = make_tenant()
     first = upload(tenant, TEXT, "notes.txt")
-    assert run_until_idle(first.job.pk).status == Status.READY
+    assert run_until_idle(jid(first)).status == Status.READY
     second = upload(tenant, TEXT + b"More.\n", "notes.txt", document=first.document)
     third_doc = upload(tenant, b"Queued and never run.\n", "queued.txt")
 
     clock.advance(30 * DAY)
     assert reap().swept == []  # nothing ended: v1 is published, the others wait for a worker
 
-    assert run_until_idle(second.job.pk).status == Status.READY  # v1 superseded now
+    assert run_until_idle(jid(second)).status == Status.READY  # v1 superseded now
     clock.advance(7 * DAY + 1)
     assert reap().swept == [first.version.pk]
 
@@ -118,16 +128,16 @@ def test_freeing_a_copy_keeps_identical_bytes_of_a_live_version(clock: Clock) ->
     cancelled copy leaves the published one's bytes (and its reuse by later uploads) intact."""
     tenant = make_tenant()
     live = upload(tenant, TEXT, "live.txt")
-    assert run_until_idle(live.job.pk).status == Status.READY
+    assert run_until_idle(jid(live)).status == Status.READY
     copy = upload(tenant, TEXT, "copy.txt")
     assert copy.version.reused_from_id == live.version.pk
-    job_cancel(job_id=copy.job.pk, actor_name="alice")
+    job_cancel(job_id=jid(copy), actor_name="alice")
 
     clock.advance(8 * DAY)
     assert reap().swept == [copy.version.pk]
 
     assert _stored(live.version) and not _stored(copy.version)
-    with default_storage.open(live.version.file.name, "rb") as kept:
+    with default_storage.open(_name(live.version), "rb") as kept:
         assert kept.read() == TEXT
 
 
@@ -138,24 +148,24 @@ def test_a_file_another_unfreed_version_names_is_never_removed(clock: Clock) -> 
     tenant = make_tenant()
     first = upload(tenant, TEXT, "a.txt")
     second = upload(tenant, TEXT, "b.txt")
-    own = second.version.file.name
-    DocumentVersion.objects.filter(pk=second.version.pk).update(file=first.version.file.name)
+    own = _name(second.version)
+    DocumentVersion.objects.filter(pk=second.version.pk).update(file=_name(first.version))
     default_storage.delete(own)
-    job_cancel(job_id=first.job.pk, actor_name="alice")
+    job_cancel(job_id=jid(first), actor_name="alice")
     assert storage_used(tenant) == len(TEXT)  # one stored file, counted once
 
     clock.advance(8 * DAY)
     assert reap().swept == [first.version.pk]
 
     assert _freed_at(first.version) is not None
-    assert default_storage.exists(first.version.file.name)  # the queued second version reads it
+    assert default_storage.exists(_name(first.version))  # the queued second version reads it
 
 
 def test_a_freed_version_refuses_process_again_and_retry_with_the_reason(settings: Any) -> None:
     settings.DOCUMENTS_STORAGE_RETENTION_DAYS = 0
     tenant = make_tenant()
     result = upload(tenant, files.encrypted_pdf(), "locked.pdf")
-    job = run_until_idle(result.job.pk)
+    job = run_until_idle(jid(result))
     assert job.status == Status.FAILED
     assert rules.allowed("process_again", job) and rules.allowed("force_retry", job)
 
@@ -210,7 +220,7 @@ def test_cancel_and_upload_again_does_not_get_around_the_quota_until_the_bytes_a
 ) -> None:
     tenant = make_tenant(max_storage_bytes=len(TEXT) + 10)
     first = upload(tenant, TEXT, "first.txt")
-    job_cancel(job_id=first.job.pk, actor_name="alice")
+    job_cancel(job_id=jid(first), actor_name="alice")
 
     with pytest.raises(StorageQuotaExceeded):
         upload(tenant, TEXT + b"!", "again.txt")
@@ -223,7 +233,7 @@ def test_cancel_and_upload_again_does_not_get_around_the_quota_until_the_bytes_a
 def test_process_again_counts_its_copy_against_the_quota() -> None:
     tenant = make_tenant(max_storage_bytes=len(TEXT) + 10)
     first = upload(tenant, TEXT, "first.txt")
-    job_cancel(job_id=first.job.pk, actor_name="alice")
+    job_cancel(job_id=jid(first), actor_name="alice")
     with pytest.raises(StorageQuotaExceeded):
         version_process_again(version=first.version)
     assert DocumentVersion.objects.count() == 1
@@ -257,8 +267,10 @@ def test_retention_is_measured_from_the_end_of_the_job(clock: Clock) -> None:
     tenant = make_tenant()
     result = upload(tenant, TEXT, "notes.txt")
     clock.advance(6 * DAY)  # waited in the queue for days, then cancelled
-    job_cancel(job_id=result.job.pk, actor_name="alice")
+    job_cancel(job_id=jid(result), actor_name="alice")
     clock.advance(2 * DAY)
     assert reap().swept == []
-    clock.at(Job.objects.get(pk=result.job.pk).finished_at + timedelta(days=7, seconds=1))
+    finished = Job.objects.get(pk=jid(result)).finished_at
+    assert finished is not None
+    clock.at(finished + timedelta(days=7, seconds=1))
     assert reap().swept == [result.version.pk]

@@ -109,7 +109,10 @@ def test_parallel_v1_file_uploads_with_room_for_one_cannot_both_pass(media: Path
 def test_many_parallel_uploads_fill_the_quota_exactly(media: Path) -> None:
     tenant = make_tenant(max_storage_bytes=(len(DATA) + 1) * 3)  # three of the six files fit
 
-    results = race([lambda i=i: upload(tenant, DATA + str(i).encode(), f"{i}.txt") for i in range(6)])
+    def one(i: int) -> Callable[[], Any]:
+        return lambda: upload(tenant, DATA + str(i).encode(), f"{i}.txt")
+
+    results = race([one(i) for i in range(6)])
 
     assert sum(not isinstance(r, Exception) for r in results) == 3, results
     assert sum(isinstance(r, StorageQuotaExceeded) for r in results) == 3
