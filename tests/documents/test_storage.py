@@ -274,3 +274,16 @@ def test_retention_is_measured_from_the_end_of_the_job(clock: Clock) -> None:
     assert finished is not None
     clock.at(finished + timedelta(days=7, seconds=1))
     assert reap().swept == [result.version.pk]
+
+
+def test_a_job_whose_stored_file_is_gone_fails_as_input_gone_not_as_a_crash() -> None:
+    """The backstop for a retry that passed its check just before the reaper freed the bytes:
+    the stage finds no file and fails with a specific cause users are told to re-upload for."""
+    tenant = make_tenant()
+    result = upload(tenant, TEXT, "notes.txt")
+    default_storage.delete(_name(result.version))
+
+    job = run_until_idle(jid(result))
+
+    assert (job.status, job.error_code, job.stage) == (Status.FAILED, "input_gone", "parsing")
+    assert "Upload the file again" in job.error_message
