@@ -403,6 +403,12 @@ LOGGING = {
 # check_jobs reports rows or files of a deleted document left longer than this after the delete
 # (its cleanup normally finishes within a reaper pass).
 DOCUMENTS_DELETE_AUDIT_GRACE = env_float("DOCUMENTS_DELETE_AUDIT_GRACE", 300)
+# Stored bytes of cancelled, failed and superseded versions are kept this many days (for "process
+# again" and retries), then the reaper removes them; 0 removes them at its next pass.
+DOCUMENTS_STORAGE_RETENTION_DAYS = env_float("DOCUMENTS_STORAGE_RETENTION_DAYS", 7)
+# Bytes a tenant may keep stored (versions not yet freed and /v1 file objects); a tenant's own
+# ``max_storage_bytes`` overrides it; 0 means no limit.
+DOCUMENTS_TENANT_MAX_STORAGE_BYTES = env_int("DOCUMENTS_TENANT_MAX_STORAGE_BYTES", 10 * 1024**3)
 # Webhooks: targets in private, loopback, link-local or other non-public networks are refused
 # unless this is set (checked again at every send: DNS may change).
 WEBHOOK_ALLOW_PRIVATE = env_bool("WEBHOOK_ALLOW_PRIVATE")

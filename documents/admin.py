@@ -168,7 +168,15 @@ class TenantAdmin(admin.ModelAdmin):
     )
     list_editable = ("max_running_jobs", "max_queued_jobs")
     search_fields = ("slug", "name")
-    fields = ("slug", "name", "max_running_jobs", "max_queued_jobs", "created_at", *REINDEX_FIELDS)
+    fields = (
+        "slug",
+        "name",
+        "max_running_jobs",
+        "max_queued_jobs",
+        "max_storage_bytes",
+        "created_at",
+        *REINDEX_FIELDS,
+    )
     readonly_fields = ("created_at", *REINDEX_FIELDS)
     actions = ("start_reindex",)
     list_select_related = ("reindex_job",)
@@ -232,7 +240,16 @@ class VersionInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = True
-    fields = ("number", "original_name", "kind", "size", "job_state", "published_at", "superseded_at")
+    fields = (
+        "number",
+        "original_name",
+        "kind",
+        "size",
+        "job_state",
+        "published_at",
+        "superseded_at",
+        "bytes_freed_at",
+    )
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:

@@ -52,3 +52,7 @@ class DocumentsConfig(AppConfig):
         from documents.services.reindex import retired_vectors_sweep
 
         register_sweep("documents.reindex_retired", retired_vectors_sweep)
+        # Stored bytes of cancelled, failed and superseded versions once their retention passed.
+        from documents.services.storage import stored_bytes_sweep
+
+        register_sweep("documents.stored_bytes", stored_bytes_sweep)

@@ -124,6 +124,16 @@ SUPERSEDED = Cause(
     user_retryable=False,
     rule=_NO_RETRY,
 )
+# The version's stored bytes were freed after the retention (documents/services/storage.py)
+# while a retry of it was on its way: nothing to read, so a re-upload is the way.
+INPUT_GONE = Cause(
+    "input_gone",
+    _("The uploaded file of this version was removed after its retention period. Upload the file again."),
+    UserAction.REUPLOAD,
+    transient=False,
+    user_retryable=False,
+    rule=_NO_RETRY,
+)
 
 # What one document may expand to while it is read (documents/engines/limits.py, enforced in the
 # parsing sandbox): each limit fails with its own cause, and a re-upload of a smaller file is the way.
@@ -173,6 +183,7 @@ ALL = (
     INDEX_WRITE_FAILED,
     VECTORS_MISSING,
     SUPERSEDED,
+    INPUT_GONE,
     RESOURCE_LIMIT,
     TOO_MANY_PAGES,
     TEXT_TOO_LONG,

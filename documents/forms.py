@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from documents.engines.validation import RejectCode, UploadRejected
 from documents.models import Tenant
+from documents.services.storage import StorageQuotaExceeded
 from documents.services.upload import QUOTA_EXCEEDED
 
 
@@ -72,4 +73,14 @@ def rejection_message(exc: UploadRejected, tenant: Tenant) -> str:
             "Your workspace already has %(limit)s documents waiting to be processed. "
             "Try again when some have finished."
         ) % {"limit": tenant.max_queued_jobs}
+    if isinstance(exc, StorageQuotaExceeded):
+        return gettext(
+            "Your workspace stores %(used)s of its %(limit)s limit; this file (%(size)s) does not fit. "
+            "Delete documents you no longer need (cancelled and failed versions count until they are "
+            "freed) or ask an administrator for a larger limit."
+        ) % {
+            "used": filesizeformat(exc.used),
+            "limit": filesizeformat(exc.limit),
+            "size": filesizeformat(exc.adding),
+        }
     return gettext(exc.message)

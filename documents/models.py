@@ -26,6 +26,9 @@ class Tenant(models.Model):
     name = models.CharField(max_length=200)
     max_running_jobs = models.PositiveIntegerField(default=4)
     max_queued_jobs = models.PositiveIntegerField(default=200)
+    # Stored bytes the tenant may hold (documents/services/storage.py); empty: the setting
+    # DOCUMENTS_TENANT_MAX_STORAGE_BYTES, 0: no limit.
+    max_storage_bytes = models.PositiveBigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     # Re-index (documents/reindex.py): the embedder whose vectors search and ingestion use
     # (empty until first needed: then the configured one), the one a running re-index embeds
@@ -145,6 +148,9 @@ class DocumentVersion(models.Model):
     published_at = models.DateTimeField(null=True, blank=True)
     superseded_at = models.DateTimeField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)  # lifecycle tombstone
+    # When the reaper removed the stored bytes of this cancelled, failed or superseded version
+    # after the retention (documents/services/storage.py); the row and its history stay.
+    bytes_freed_at = models.DateTimeField(null=True, blank=True)
     # Dedup: the earlier published version of the same tenant whose verified outputs (pages,
     # chunks, vectors, index rows) this version copied instead of processing the bytes again.
     reused_from = models.ForeignKey(

@@ -43,6 +43,15 @@ def _cleanup(job: Job, from_stage: str) -> None:
     version_cleanup(job, from_stage)
 
 
+def _input_gone(job: Job) -> str | None:
+    from documents.models import DocumentVersion
+    from documents.services.storage import freed_reason
+
+    versions = DocumentVersion.objects.only("bytes_freed_at")
+    version = versions.filter(pk=job.payload.get("version_id"), bytes_freed_at__isnull=False).first()
+    return freed_reason(version) if version is not None else None
+
+
 def _finished(job: Job) -> None:
     from documents.services.webhooks import job_finished
 
@@ -104,6 +113,7 @@ PIPELINE = Pipeline(
     publish=_publish,
     cleanup=_cleanup,
     on_finish=_finished,
+    input_gone=_input_gone,
     causes=causes.ALL,
 )
 

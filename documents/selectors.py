@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -16,6 +17,7 @@ from django.db.models.functions import Lower
 from documents.hot_reads import version_with_job
 from documents.models import Document, DocumentVersion, Membership, Tenant
 from documents.pipeline import PIPELINE
+from documents.services.storage import bytes_kept_until
 from jobs import rules
 from jobs.models import Job, Status
 from jobs.selectors import JobView, job_view
@@ -132,6 +134,10 @@ def versions_of(document: Document) -> QuerySet[DocumentVersion]:
     return document.versions.filter(deleted_at=None).select_related("job").order_by("-number")
 
 
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
 def job_status(version: DocumentVersion, job: Job | None = None) -> dict[str, Any]:
     """The status JSON of a version's job: the same for the API, SSE and pages."""
     job = job or version.job
@@ -157,6 +163,10 @@ def job_status(version: DocumentVersion, job: Job | None = None) -> dict[str, An
         "can_retry": view.can_retry,
         # A new version from this one's stored bytes (documents/services/again.py).
         "can_process_again": rules.allowed("process_again", job),
+        # Stored bytes (documents/services/storage.py): when they were freed (then neither retry
+        # nor process again is possible), or until when a stopped version keeps them.
+        "bytes_freed_at": version.bytes_freed_at.isoformat() if version.bytes_freed_at else None,
+        "bytes_kept_until": _iso(bytes_kept_until(version, job)),
         "cancel_requested": view.cancel_requested,
         "updated_at": view.updated_at.isoformat(),
         "finished_at": view.finished_at.isoformat() if view.finished_at else None,

@@ -6,23 +6,24 @@ from __future__ import annotations
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.utils.translation import gettext_lazy as _lazy
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
 from documents.forms import UploadForm
 from documents.models import Tenant
 from documents.selectors import DEFAULT_ORDERING, ORDERINGS, STATE_WORDS, documents_of
 from documents.services.collections import collection_of, collections_of
+from documents.services.storage import storage_usage
 from documents.views import _after_upload, _status_of, _upload, tenant_required
 
 DOCUMENTS_PER_PAGE = 50
 
 ORDERING_LABELS = {
-    "-last_activity": _lazy("Latest activity first"),
-    "title": _lazy("Title, A to Z"),
-    "-title": _lazy("Title, Z to A"),
-    "-created": _lazy("Newest first"),
-    "created": _lazy("Oldest first"),
+    "-last_activity": gettext_lazy("Latest activity first"),
+    "title": gettext_lazy("Title, A to Z"),
+    "-title": gettext_lazy("Title, Z to A"),
+    "-created": gettext_lazy("Newest first"),
+    "created": gettext_lazy("Oldest first"),
 }
 
 
@@ -66,5 +67,6 @@ def document_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
         "filtered": bool(state or q.strip()),
         "collections": collections,
         "chosen": chosen,
+        "storage": storage_usage(tenant),
     }
     return render(request, "documents/list.html", context, status=http_status)

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 Handler = Callable[["StageContext"], Any]
 JobHook = Callable[["Job"], None]
 CleanupHook = Callable[["Job", str], None]
+# Why a finished job's input can no longer be processed (e.g. its stored bytes were freed), or None.
+InputCheck = Callable[["Job"], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class Pipeline:
     # Called inside the transaction that moves a job into ready, failed or cancelled, after its
     # compare-and-set: cheap writes only (e.g. an outbox row), no network call.
     on_finish: JobHook | None = None
+    # Asked by the action table before a retry: a job whose input is gone cannot run again.
+    input_gone: InputCheck | None = None
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.stages]

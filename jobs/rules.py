@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from jobs import pipelines
 from jobs.errors import TransitionRefused, get_cause
 from jobs.models import Status
 
@@ -62,11 +63,24 @@ def _cleaned_up(job: Job) -> str | None:
     return None
 
 
+def _input_kept(job: Job) -> str | None:
+    """The job kind's own answer to "is the input still there" (its ``input_gone`` hook)."""
+    try:
+        check = pipelines.get(job.kind).input_gone
+    except LookupError:
+        return None
+    return check(job) if check is not None else None
+
+
 def _retryable_cause(job: Job) -> str | None:
     cause = get_cause(job.error_code)
     if not cause.user_retryable:
         return f"This failure ({cause.code}) cannot be fixed by retrying. {cause.user_message}"
-    return _cleaned_up(job)
+    return _cleaned_up(job) or _input_kept(job)
+
+
+def _cleaned_up_and_kept(job: Job) -> str | None:
+    return _cleaned_up(job) or _input_kept(job)
 
 
 def _no_cancel_pending(job: Job) -> str | None:
@@ -103,7 +117,7 @@ FORCE_RETRY = Action(
     "force_retry",
     frozenset({S.FAILED}),
     otherwise="Only a failed job can be retried; this one is {state}.",
-    condition=_cleaned_up,
+    condition=_cleaned_up_and_kept,
     permission="force_retry",
 )
 TAKE_OVER = Action(

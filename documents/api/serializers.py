@@ -148,6 +148,12 @@ class JobStatusOut(serializers.Serializer[Any]):
     can_cancel = serializers.BooleanField()
     can_retry = serializers.BooleanField()
     can_process_again = serializers.BooleanField()
+    bytes_freed_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the stored file was removed after the retention (no retry then)."
+    )
+    bytes_kept_until = serializers.DateTimeField(
+        allow_null=True, help_text="For a stopped or replaced version: when its stored file will be removed."
+    )
     cancel_requested = serializers.BooleanField()
     updated_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -252,11 +258,20 @@ class ErrorOutEnvelope(serializers.Serializer[Any]):
     error = ErrorBodyOut()
 
 
+class StorageOut(serializers.Serializer[Any]):
+    """The workspace's stored bytes against its limit (cancelled and failed versions count until
+    their retention frees them)."""
+
+    used_bytes = serializers.IntegerField()
+    limit_bytes = serializers.IntegerField(allow_null=True, help_text="Null: no limit.")
+
+
 class DocumentPageOut(serializers.Serializer[Any]):
     count = serializers.IntegerField()
     next = serializers.URLField(allow_null=True)
     previous = serializers.URLField(allow_null=True)
     results = DocumentOut(many=True)
+    storage = StorageOut()
 
 
 class DeletionOut(serializers.Serializer[Any]):

@@ -40,6 +40,7 @@ from documents.services.attributes import (
 from documents.services.collections import collection_of
 from documents.services.dedup import reused_from_out
 from documents.services.delete import DeleteRefused, DeleteResult, document_delete, version_delete
+from documents.services.storage import storage_usage
 from documents.services.upload import UploadResult, document_upload
 from documents.templatetags.search_marks import highlight
 from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES
@@ -183,7 +184,9 @@ class DocumentsView(TenantView):
             collection_ids=collection_ids or None,
         )
         page = paginator.paginate_queryset(documents, request)
-        return paginator.get_paginated_response([document_summary(d) for d in page or []])
+        answer = paginator.get_paginated_response([document_summary(d) for d in page or []])
+        answer.data["storage"] = storage_usage(self.tenant)  # where users see their documents
+        return answer
 
     @extend_schema(
         request={"multipart/form-data": s.UploadIn},

@@ -19,6 +19,7 @@ from documents.engines.sniff import Kind
 from documents.engines.validation import ValidatedUpload
 from documents.models import Document, DocumentVersion
 from documents.pipeline import KIND
+from documents.services.storage import check_storage, freed_reason
 from documents.services.upload import NOT_LATEST, UploadResult, _create_version, check_quota
 from jobs import rules
 from jobs.errors import TransitionRefused
@@ -33,6 +34,9 @@ def _latest_of_its_document(job: Job) -> str | None:
         return "This version was deleted."
     if version.document.latest_version_id != version.pk:
         return NOT_LATEST
+    freed = freed_reason(version)
+    if freed is not None:
+        return freed
     if not version.file.name or not default_storage.exists(version.file.name):
         return "The stored file of this version is gone: upload the file again."
     return None
@@ -65,9 +69,15 @@ def version_process_again(
         raise TransitionRefused("This version has no processing to run again.")
     rules.check("process_again", job)
     check_quota(version.document.tenant)
+    check_storage(version.document.tenant, version.size)  # the copy below is stored bytes too
     old_name = version.file.name
-    with default_storage.open(old_name, "rb") as stored_file:
-        content = stored_file.read()
+    try:
+        with default_storage.open(old_name, "rb") as stored_file:
+            content = stored_file.read()
+    except FileNotFoundError:  # freed by the reaper since the check above
+        version.refresh_from_db(fields=["bytes_freed_at"])
+        reason = freed_reason(version) or "The stored file of this version is gone: upload the file again."
+        raise TransitionRefused(reason, job_id=job.pk) from None
     # A copy under a new name: the old version keeps its own bytes (a delete of either version
     # removes only its own file).
     extension = old_name.rsplit(".", 1)[-1]

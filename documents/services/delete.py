@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from documents.models import Deletion, Document, DocumentVersion, Tenant
 from documents.services.publish import OUTPUTS_BY_STAGE, remove_outputs
+from documents.services.storage import file_in_use
 from documents.services.webhooks import DOCUMENT_DELETED, event_emit
 from jobs.errors import JobConflict
 from jobs.models import FINISHED, Actor, Job, Status
@@ -211,8 +212,12 @@ def deletion_finish(*, deletion_id: Any) -> bool:
             remove_outputs(version.pk, OUTPUTS_BY_STAGE[0][0])
             rows += before
             # Bytes before the row that names them: a crash in between leaves the row to retry.
-            if version.file.name and default_storage.exists(version.file.name):
-                default_storage.delete(version.file.name)
+            # A file another live version names stays (it goes with the last of them).
+            name = version.file.name
+            if name and file_in_use(name, besides=[v.pk for v in versions]):
+                continue
+            if name and default_storage.exists(name):
+                default_storage.delete(name)
                 files += 1
     except Exception:
         log.exception("cleanup of deletion %s failed; the reaper will try again", deletion.pk)

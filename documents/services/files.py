@@ -17,6 +17,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 
 from documents.models import FileObject, Tenant
+from documents.services.storage import StorageQuotaExceeded, check_storage, lock_storage
 
 PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
 # As OpenAI: files of these purposes are not downloadable through /content.
@@ -42,6 +43,7 @@ def file_create(*, tenant: Tenant, user: Any, data: bytes, filename: str, purpos
         raise FileInputError("file", "file_too_large", f"The file is larger than {limit} bytes.", 413)
     if not data:
         raise FileInputError("file", "empty_file", "The file is empty.")
+    _check_room(tenant, len(data))  # before the bytes are stored
     name = (filename or "upload").replace("/", "_").replace("\\", "_")[:255]
     owner = user if isinstance(user, get_user_model()) else None
     obj = FileObject(
@@ -54,11 +56,22 @@ def file_create(*, tenant: Tenant, user: Any, data: bytes, filename: str, purpos
     )
     obj.stored_name = default_storage.save(f"v1files/{tenant.pk}/{obj.id}", ContentFile(data))
     try:
-        obj.save(force_insert=True)
+        with transaction.atomic():
+            # The quota's final answer: parallel uploads of one tenant count one after the other.
+            lock_storage(tenant)
+            _check_room(tenant, len(data))
+            obj.save(force_insert=True)
     except BaseException:
         default_storage.delete(obj.stored_name)  # nothing half-made stays behind
         raise
     return obj
+
+
+def _check_room(tenant: Tenant, size: int) -> None:
+    try:
+        check_storage(tenant, size)
+    except StorageQuotaExceeded as full:
+        raise FileInputError("file", full.code, full.message, full.http_status) from full
 
 
 def file_read(obj: FileObject) -> bytes:

@@ -25,6 +25,7 @@ from documents.pipeline import KIND
 from documents.services.attributes import check_attributes
 from documents.services.collections import default_collection
 from documents.services.dedup import processing_key, reusable_version
+from documents.services.storage import check_storage, lock_storage
 from jobs.errors import TransitionRefused
 from jobs.models import Actor, Job
 from jobs.quotas import QueueFull, check_queue
@@ -126,6 +127,7 @@ def document_upload(
         if published is not None and published.sha256 == checked.sha256:
             return UploadResult(document=document, version=published, job=published.job, duplicate=True)
     check_quota(tenant)  # cheap early answer; the engine checks again under a lock (job_create)
+    check_storage(tenant, checked.size)  # before the bytes are stored; final under a lock below
     stored = default_storage.save(_generated_name(tenant, checked), ContentFile(checked.content))
     try:
         return _create_version(
@@ -158,6 +160,10 @@ def _create_version(
     while that version is still the document's latest, so two clicks make one new version."""
     owner = user if isinstance(user, get_user_model()) else None
     with transaction.atomic():
+        # The byte quota's final answer: parallel uploads of one tenant count one after the other
+        # (the caller removes the stored bytes when this refuses).
+        lock_storage(tenant)
+        check_storage(tenant, checked.size)
         if document is None:
             document = Document.objects.create(
                 tenant=tenant,

@@ -35,6 +35,8 @@ logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per reques
 
 # The status JSON of a job, exactly (the API, the SSE data and the pages share it).
 STATUS_KEYS = {
+    "bytes_freed_at",
+    "bytes_kept_until",
     "job_id",
     "document_id",
     "version",

@@ -170,7 +170,7 @@ def test_list_is_paginated_newest_first(alice: Caller):
     page1 = alice.client.get("/api/documents/", {"page_size": 2})
     assert page1.status_code == 200
     body = page1.json()
-    assert set(body) == {"count", "next", "previous", "results"}
+    assert set(body) == {"count", "next", "previous", "results", "storage"}
     assert body["count"] == 3
     assert body["previous"] is None
     assert [d["document_id"] for d in body["results"]] == ids[::-1][:2]
