@@ -15,9 +15,7 @@ from django.db.models.functions import Lower
 
 from documents.models import Document, DocumentVersion, Membership, Tenant
 from documents.pipeline import PIPELINE
-from jobs import rules
-from jobs.models import Job, Status
-from jobs.selectors import JobView, job_view
+from jobs.models import Status
 
 # The combined words a document's state can show, from the job kind's own bundle.
 STATE_WORDS = PIPELINE.state_words
@@ -130,40 +128,3 @@ def access_version(tenant: Tenant, document_id: Any, number: Any) -> DocumentVer
 
 def versions_of(document: Document) -> QuerySet[DocumentVersion]:
     return document.versions.filter(deleted_at=None).select_related("job").order_by("-number")
-
-
-def job_status(version: DocumentVersion, job: Job | None = None) -> dict[str, Any]:
-    """The status JSON of a version's job: the same for the API, SSE and pages."""
-    job = job or version.job
-    assert job is not None
-    view: JobView = job_view(job)
-    base = f"/api/documents/{version.document_id}/jobs/{job.pk}"
-    return {
-        "job_id": view.job_id,
-        "document_id": str(version.document_id),
-        "version": version.number,
-        "status": view.status,
-        "stage": view.stage,
-        "stage_label": view.stage_label,
-        "state": view.state,
-        "stage_index": view.stage_index,
-        "stage_count": view.stage_count,
-        "progress": view.progress,
-        "processed": view.processed,
-        "total": view.total,
-        "unit": view.unit,
-        "attempt": view.attempt,
-        "can_cancel": view.can_cancel,
-        "can_retry": view.can_retry,
-        # A new version from this one's stored bytes (documents/services/again.py).
-        "can_process_again": rules.allowed("process_again", job),
-        "cancel_requested": view.cancel_requested,
-        "updated_at": view.updated_at.isoformat(),
-        "finished_at": view.finished_at.isoformat() if view.finished_at else None,
-        "heartbeat_at": view.heartbeat_at.isoformat() if view.heartbeat_at else None,
-        "published_at": version.published_at.isoformat() if version.published_at else None,
-        "error": view.error,
-        "stages": [{"name": s.name, "label": s.label, "state": s.state} for s in view.stages],
-        "status_url": base,
-        "events_url": f"{base}/events",
-    }
