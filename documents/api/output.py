@@ -33,6 +33,7 @@ from documents.models import Document, DocumentVersion
 from documents.selectors import STATE_WORDS, versions_of
 from documents.services.dedup import reused_from_out
 from documents.services.delete import DeleteResult
+from documents.services.reindex import Counts, counts
 from documents.services.upload import UploadResult
 from jobs import rules
 from jobs.models import Job, JobEvent, Status
@@ -346,6 +347,80 @@ def document_detail_out(document: Document) -> dict[str, Any]:
 
 def deletion_out(result: DeleteResult) -> dict[str, Any]:
     return _DELETION.to_representation(result)
+
+
+# --- a re-index job's status ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReindexSource:
+    """A re-index job, its view, and its versions and chunks done of the published total."""
+
+    job: Job
+    view: JobView
+    counts: Counts
+
+    @classmethod
+    def of(cls, job: Job) -> ReindexSource:
+        return cls(job, job_view(job), counts(job.payload["tenant_id"], str(job.payload.get("target", ""))))
+
+    @property
+    def embedder(self) -> str:
+        return str(self.job.payload.get("target", ""))
+
+    @property
+    def previous_embedder(self) -> str:
+        return str(self.job.payload.get("from", ""))
+
+    @property
+    def versions(self) -> dict[str, int]:
+        return {"done": self.counts.versions_done, "total": self.counts.versions}
+
+    @property
+    def chunks(self) -> dict[str, int]:
+        return {"done": self.counts.chunks_done, "total": self.counts.chunks}
+
+    @property
+    def status_url(self) -> str:
+        return reverse("api-reindex-job", kwargs={"job_id": str(self.job.pk)})
+
+
+class ReindexOut(Output):
+    """A re-index job's status (the API's and the admin's): the fields of a document job's
+    status that a workspace-wide job has, plus its embedders and its counts."""
+
+    job_id = serializers.UUIDField(source="view.job_id")
+    status = serializers.CharField(source="view.status")
+    stage = serializers.CharField(source="view.stage")
+    stage_label = serializers.CharField(source="view.stage_label")
+    state = serializers.CharField(source="view.state")
+    stage_index = serializers.IntegerField(source="view.stage_index")
+    stage_count = serializers.IntegerField(source="view.stage_count")
+    progress = serializers.FloatField(source="view.progress", allow_null=True)
+    processed = serializers.IntegerField(source="view.processed", allow_null=True)
+    total = serializers.IntegerField(source="view.total", allow_null=True)
+    unit = serializers.CharField(source="view.unit")
+    attempt = serializers.IntegerField(source="view.attempt")
+    can_cancel = serializers.BooleanField(source="view.can_cancel")
+    can_retry = serializers.BooleanField(source="view.can_retry")
+    cancel_requested = serializers.BooleanField(source="view.cancel_requested")
+    updated_at = IsoDateTimeField(source="view.updated_at")
+    finished_at = IsoDateTimeField(source="view.finished_at", allow_null=True)
+    error = ErrorOut(source="view.error", allow_null=True)
+    stages = StageOut(source="view.stages", many=True)
+    embedder = serializers.CharField()
+    previous_embedder = serializers.CharField()
+    versions = serializers.DictField(child=serializers.IntegerField(), help_text="done and total")
+    chunks = serializers.DictField(child=serializers.IntegerField(), help_text="done and total")
+    status_url = serializers.CharField()
+
+
+_REINDEX = ReindexOut()
+
+
+def reindex_status(job: Job) -> dict[str, Any]:
+    """The re-index job's status JSON (the API's and the admin's)."""
+    return _REINDEX.to_representation(ReindexSource.of(job))
 
 
 # --- errors ----------------------------------------------------------------------------------
