@@ -20,7 +20,7 @@ from django.urls import resolve
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from documents.api.output import DocumentDetailOut, ErrorBodyOut, JobStatusOut, UploadOut
+from documents.api.output import DocumentDetailOut, ErrorBodyOut, JobStatusOut, ReindexOut, UploadOut
 from documents.models import DocumentVersion
 from jobs.models import JobEvent
 from tests.pages import helpers as ph
@@ -182,3 +182,16 @@ def test_errors_are_the_serializers_error_shape(member: ph.Member):
     invalid = api(member).get("/api/documents/", {"state": "no-such-state"})
     assert invalid.status_code == 400
     assert set(invalid.json()["error"]) == set(ErrorBodyOut().fields)  # with its field errors
+
+
+def test_the_reindex_status_is_its_serializers_shape_with_a_resolving_url(member: ph.Member):
+    ph.ready(member)
+    started = api(member).post("/api/reindex", {"embedder": "hashing:512"}, format="json")
+    assert started.status_code == 202, started.content
+    body = started.json()
+    assert set(body) == set(ReindexOut().fields)
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    assert set(schema["components"]["schemas"]["ReindexOut"]["properties"]) == set(body)
+    match = resolve(body["status_url"])
+    assert (match.url_name, match.kwargs) == ("api-reindex-job", {"job_id": body["job_id"]})
+    assert api(member).get(body["status_url"]).json() == body
