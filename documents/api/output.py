@@ -43,6 +43,9 @@ from jobs.selectors import JobFacts, JobView, job_view
 # --- the base of every output shape ----------------------------------------------------------
 
 
+Getter = Callable[[Any], Any]
+
+
 class Output(serializers.Serializer[Any]):
     """A serializer of answers: ``to_representation`` over its declared fields, each field's
     source resolved to a getter once. DRF's own loop walks every dotted source step by step on
@@ -51,30 +54,31 @@ class Output(serializers.Serializer[Any]):
     asks it)."""
 
     @cached_property
-    def _plan(self) -> list[tuple[str, Callable[[Any], Any] | None, Field[Any, Any, Any, Any]]]:
-        plan: list[tuple[str, Callable[[Any], Any] | None, Field[Any, Any, Any, Any]]] = []
+    def _plan(self) -> list[tuple[str, Getter, Getter, Getter]]:
+        """Per field: its name, a fast getter, DRF's own getter, and its rendering."""
+        plan: list[tuple[str, Getter, Getter, Getter]] = []
         for field in self._readable_fields:
             own_way = field.source == "*" or type(field).get_attribute is not Field.get_attribute
-            getter = None if own_way else attrgetter(str(field.source))
-            plan.append((str(field.field_name), getter, field))
+            drf = field.get_attribute
+            fast = drf if own_way else attrgetter(str(field.source))
+            plan.append((str(field.field_name), fast, drf, field.to_representation))
         return plan
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         answer: dict[str, Any] = {}
-        for name, getter, field in self._plan:
+        for name, fast, drf, render in self._plan:
             try:
-                if getter is None:
-                    value = field.get_attribute(instance)
-                else:
-                    try:
-                        value = getter(instance)
-                    except (AttributeError, KeyError, TypeError):  # a mapping, or a missing link
-                        value = field.get_attribute(instance)
-                    if callable(value):  # DRF calls a method named as the source
-                        value = field.get_attribute(instance)
+                value = fast(instance)
+                if fast is not drf and callable(value):  # DRF calls a method named as the source
+                    value = drf(instance)
             except SkipField:
                 continue
-            answer[name] = None if value is None else field.to_representation(value)
+            except (AttributeError, KeyError, TypeError):  # a mapping, or a missing link on the way
+                try:
+                    value = drf(instance)
+                except SkipField:
+                    continue
+            answer[name] = None if value is None else render(value)
         return answer
 
 
