@@ -19,6 +19,7 @@ from jobs.pipelines import Handler, Pipeline, Stage
 if TYPE_CHECKING:
     from jobs.context import StageContext
     from jobs.models import Job
+    from jobs.rules import JobState
 
 KIND = "document.ingest"
 
@@ -43,12 +44,12 @@ def _cleanup(job: Job, from_stage: str) -> None:
     version_cleanup(job, from_stage)
 
 
-def _input_gone(job: Job) -> str | None:
+def _input_gone(job: JobState) -> str | None:
     from documents.models import DocumentVersion
     from documents.services.storage import freed_reason
 
     versions = DocumentVersion.objects.only("bytes_freed_at")
-    version = versions.filter(pk=job.payload.get("version_id"), bytes_freed_at__isnull=False).first()
+    version = versions.filter(job_id=job.pk, bytes_freed_at__isnull=False).first()
     return freed_reason(version) if version is not None else None
 
 

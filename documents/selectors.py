@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -17,10 +16,7 @@ from django.db.models.functions import Lower
 from documents.hot_reads import version_with_job
 from documents.models import Document, DocumentVersion, Membership, Tenant
 from documents.pipeline import PIPELINE
-from documents.services.storage import bytes_kept_until
-from jobs import rules
-from jobs.models import Job, Status
-from jobs.selectors import JobView, job_view
+from jobs.models import Status
 
 # The combined words a document's state can show, from the job kind's own bundle.
 STATE_WORDS = PIPELINE.state_words
@@ -132,48 +128,3 @@ def access_version(tenant: Tenant, document_id: Any, number: Any) -> DocumentVer
 
 def versions_of(document: Document) -> QuerySet[DocumentVersion]:
     return document.versions.filter(deleted_at=None).select_related("job").order_by("-number")
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment is not None else None
-
-
-def job_status(version: DocumentVersion, job: Job | None = None) -> dict[str, Any]:
-    """The status JSON of a version's job: the same for the API, SSE and pages."""
-    job = job or version.job
-    assert job is not None
-    view: JobView = job_view(job)
-    base = f"/api/documents/{version.document_id}/jobs/{job.pk}"
-    return {
-        "job_id": view.job_id,
-        "document_id": str(version.document_id),
-        "version": version.number,
-        "status": view.status,
-        "stage": view.stage,
-        "stage_label": view.stage_label,
-        "state": view.state,
-        "stage_index": view.stage_index,
-        "stage_count": view.stage_count,
-        "progress": view.progress,
-        "processed": view.processed,
-        "total": view.total,
-        "unit": view.unit,
-        "attempt": view.attempt,
-        "can_cancel": view.can_cancel,
-        "can_retry": view.can_retry,
-        # A new version from this one's stored bytes (documents/services/again.py).
-        "can_process_again": rules.allowed("process_again", job),
-        # Stored bytes (documents/services/storage.py): when they were freed (then neither retry
-        # nor process again is possible), or until when a stopped version keeps them.
-        "bytes_freed_at": version.bytes_freed_at.isoformat() if version.bytes_freed_at else None,
-        "bytes_kept_until": _iso(bytes_kept_until(version, job)),
-        "cancel_requested": view.cancel_requested,
-        "updated_at": view.updated_at.isoformat(),
-        "finished_at": view.finished_at.isoformat() if view.finished_at else None,
-        "heartbeat_at": view.heartbeat_at.isoformat() if view.heartbeat_at else None,
-        "published_at": version.published_at.isoformat() if version.published_at else None,
-        "error": view.error,
-        "stages": [{"name": s.name, "label": s.label, "state": s.state} for s in view.stages],
-        "status_url": base,
-        "events_url": f"{base}/events",
-    }

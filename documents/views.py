@@ -26,6 +26,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from documents.api.output import job_status
 from documents.engines.validation import UploadRejected
 from documents.forms import UploadForm, VersionUploadForm, rejection_message
 from documents.models import Document, DocumentVersion, Tenant
@@ -35,7 +36,6 @@ from documents.search import SearchUnavailable, search
 from documents.selectors import (
     access_document,
     access_version_by_job,
-    job_status,
     tenant_for,
     versions_of,
 )

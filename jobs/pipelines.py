@@ -29,7 +29,8 @@ Handler = Callable[["StageContext"], Any]
 JobHook = Callable[["Job"], None]
 CleanupHook = Callable[["Job", str], None]
 # Why a finished job's input can no longer be processed (e.g. its stored bytes were freed), or None.
-InputCheck = Callable[["Job"], "str | None"]
+# It receives the job row or the job as an event recorded it (``jobs.rules.JobState``): read ``pk``.
+InputCheck = Callable[[Any], "str | None"]
 
 
 @dataclass(frozen=True)

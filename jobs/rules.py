@@ -17,19 +17,55 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import Any, Protocol
 
 from jobs import pipelines
 from jobs.errors import TransitionRefused, get_cause
 from jobs.models import Status
 
-if TYPE_CHECKING:
-    from jobs.models import Job
-
 S = Status
 FINISHED_REASON = "The job has already finished ({state})."
 
-Condition = Callable[["Job"], "str | None"]
+
+class JobState(Protocol):
+    """What the table reads of a job: the job row itself, or the job as one of its events
+    recorded it (``jobs.selectors.JobFacts``, for the status of a past moment)."""
+
+    @property
+    def pk(self) -> Any: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def stage(self) -> str: ...
+    @property
+    def progress(self) -> float: ...
+    @property
+    def processed(self) -> int | None: ...
+    @property
+    def total(self) -> int | None: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def updated_at(self) -> datetime: ...
+    @property
+    def finished_at(self) -> datetime | None: ...
+    @property
+    def heartbeat_at(self) -> datetime | None: ...
+    @property
+    def error_code(self) -> str: ...
+    @property
+    def skipped_stages(self) -> list[str]: ...
+    @property
+    def cleanup_from(self) -> str: ...
+    @property
+    def cancel_requested_at(self) -> datetime | None: ...
+    def state_word(self) -> str: ...
+
+
+Condition = Callable[[JobState], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +85,7 @@ class Action:
     permission: str | None = None
     new_run: bool = False
 
-    def refusal(self, job: Job) -> str | None:
+    def refusal(self, job: JobState) -> str | None:
         """``None`` when the action applies to ``job`` now, otherwise the user-safe reason."""
         if job.status not in self.allowed_from:
             reason = self.refusals.get(job.status, self.otherwise)
@@ -57,13 +93,13 @@ class Action:
         return self.condition(job) if self.condition else None
 
 
-def _cleaned_up(job: Job) -> str | None:
+def _cleaned_up(job: JobState) -> str | None:
     if job.cleanup_from:
         return "The failed run is still being cleaned up. Try again in a moment."
     return None
 
 
-def _input_kept(job: Job) -> str | None:
+def _input_kept(job: JobState) -> str | None:
     """The job kind's own answer to "is the input still there" (its ``input_gone`` hook)."""
     try:
         check = pipelines.get(job.kind).input_gone
@@ -72,18 +108,18 @@ def _input_kept(job: Job) -> str | None:
     return check(job) if check is not None else None
 
 
-def _retryable_cause(job: Job) -> str | None:
+def _retryable_cause(job: JobState) -> str | None:
     cause = get_cause(job.error_code)
     if not cause.user_retryable:
         return f"This failure ({cause.code}) cannot be fixed by retrying. {cause.user_message}"
     return _cleaned_up(job) or _input_kept(job)
 
 
-def _cleaned_up_and_kept(job: Job) -> str | None:
+def _cleaned_up_and_kept(job: JobState) -> str | None:
     return _cleaned_up(job) or _input_kept(job)
 
 
-def _no_cancel_pending(job: Job) -> str | None:
+def _no_cancel_pending(job: JobState) -> str | None:
     if job.cancel_requested_at is not None:
         return "A cancel is pending: the reaper finishes it, there is nothing to take over."
     return None
@@ -155,16 +191,16 @@ def all_actions() -> list[Action]:
     return list(_ACTIONS.values())
 
 
-def refusal(name: str, job: Job) -> str | None:
+def refusal(name: str, job: JobState) -> str | None:
     """Why ``name`` may not be taken on ``job`` now, or ``None`` when it may."""
     return _ACTIONS[name].refusal(job)
 
 
-def allowed(name: str, job: Job) -> bool:
+def allowed(name: str, job: JobState) -> bool:
     return refusal(name, job) is None
 
 
-def check(name: str, job: Job) -> None:
+def check(name: str, job: JobState) -> None:
     """Raise :class:`TransitionRefused` with the table's reason when ``name`` does not apply."""
     reason = refusal(name, job)
     if reason is not None:

@@ -8,8 +8,59 @@ from typing import Any
 
 from jobs import pipelines, rules
 from jobs.errors import get_cause
-from jobs.models import FINISHED, LEASED, Job, Status
+from jobs.models import FINISHED, LEASED, Job, JobEvent, Status
 from jobs.progress import displayed
+from jobs.rules import JobState
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """A job as one event of its log recorded it: the status, stage, progress and attempt of the
+    event row, and the job's facts that no event carries (its kind, cause, cleanup, pending
+    cancel). The status of a past moment is rendered from this, never from a copy of the job."""
+
+    pk: Any
+    kind: str
+    status: str
+    stage: str
+    progress: float
+    processed: int | None
+    total: int | None
+    attempt: int
+    updated_at: datetime
+    finished_at: datetime | None
+    heartbeat_at: datetime | None
+    error_code: str
+    skipped_stages: list[str]
+    cleanup_from: str
+    cancel_requested_at: datetime | None
+
+    @classmethod
+    def as_of(cls, job: Job, event: JobEvent) -> JobFacts:
+        """``job`` as of ``event``. Where the event left the job in another status than the
+        current one, the failure's cause and the finish time belong to a later moment: the
+        cause is kept only for a failure, the finish time not at all."""
+        same_status = event.to_status == job.status
+        return cls(
+            pk=job.pk,
+            kind=job.kind,
+            status=event.to_status,
+            stage=event.stage,
+            progress=event.progress or 0.0,
+            processed=event.processed,
+            total=event.total,
+            attempt=event.attempt,
+            updated_at=event.at,
+            finished_at=job.finished_at if same_status else None,
+            heartbeat_at=job.heartbeat_at,
+            error_code=job.error_code if same_status or event.to_status == Status.FAILED else "",
+            skipped_stages=job.skipped_stages,
+            cleanup_from=job.cleanup_from,
+            cancel_requested_at=job.cancel_requested_at,
+        )
+
+    def state_word(self) -> str:
+        return pipelines.get(self.kind).state_word(self.status, self.stage)
 
 
 @dataclass(frozen=True)
@@ -44,7 +95,7 @@ class JobView:
     stages: list[StageView] = field(default_factory=list)
 
 
-def stage_states(job: Job) -> list[StageView]:
+def stage_states(job: JobState) -> list[StageView]:
     """The stepper: each stage of the job's pipeline as done, running, waiting, skipped, failed."""
     pipeline = pipelines.get(job.kind)
     current = pipeline.index(job.stage)
@@ -66,7 +117,8 @@ def stage_states(job: Job) -> list[StageView]:
     return views
 
 
-def job_view(job: Job) -> JobView:
+def job_view(job: JobState) -> JobView:
+    """What users see of ``job`` (the job row, or :class:`JobFacts` of one of its events)."""
     pipeline = pipelines.get(job.kind)
     stage = pipeline.stage(job.stage)
     error = None

@@ -87,3 +87,25 @@ def test_long_modules_say_why_at_their_top():
             if len(lines) > LONG_MODULE and "# long-module:" not in head:
                 unexplained.append(f"{path.relative_to(ROOT)} ({len(lines)} lines)")
     assert unexplained == []
+
+
+# Keys only a job's status body has: a dict literal holding one of them outside the output
+# serializers is a hand-built copy of the shape that will drift from the schema.
+STATUS_ONLY_KEYS = {"status_url", "events_url", "stage_index", "stage_count", "can_cancel", "can_retry"}
+
+
+def test_answer_shapes_come_from_the_output_serializers_and_urls_from_reverse():
+    contract = ROOT / "documents" / "api" / "output.py"
+    offenders = []
+    for path in python_files("documents"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.JoinedStr) and node.values:
+                head = node.values[0]
+                if isinstance(head, ast.Constant) and str(head.value).startswith(("/api/", "/v1/")):
+                    offenders.append(f"{where}: a URL built by hand (use reverse())")
+            if isinstance(node, ast.Dict) and path != contract:
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)} & STATUS_ONLY_KEYS
+                if keys:
+                    offenders.append(f"{where}: a status shape built by hand ({sorted(keys)})")
+    assert offenders == []

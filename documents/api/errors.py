@@ -1,5 +1,6 @@
 """One error shape for every API answer that is not a success:
-``{"error": {"code": ..., "message": ..., "detail": ...?}}``. Nothing internal leaks."""
+``{"error": {"code": ..., "message": ..., "detail": ...?}}`` (``ErrorOutEnvelope`` in
+``documents/api/output.py`` renders it). Nothing internal leaks."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from documents.api.output import error_body
 from documents.engines.validation import UploadRejected
 from documents.retrieval.filters import FilterError
 from documents.services.attributes import DocumentInputError
@@ -39,13 +41,6 @@ _MESSAGES = {
     405: "This method is not allowed here.",
     500: "Something went wrong on our side. It has been logged; try again later.",
 }
-
-
-def error_body(code: str, message: str, detail: Any = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"code": code, "message": message}
-    if detail:
-        body["detail"] = detail
-    return {"error": body}
 
 
 def error_response(http_status: int, code: str, message: str, detail: Any = None) -> Response:

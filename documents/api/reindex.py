@@ -1,7 +1,8 @@
 """``/api/reindex``: start a re-index of the caller's workspace, follow it, cancel or retry it.
 
-The status JSON has the fields of an ingestion job's (``documents.selectors.job_status``) plus
-the embedders and the versions and chunks done of the published total.
+The status JSON (``ReindexOut`` in ``documents/api/output.py``) has the fields of an ingestion
+job's status that a workspace-wide job has, plus the embedders and the versions and chunks done
+of the published total.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from documents.api.errors import ApiError
+from documents.api.output import ReindexOut, reindex_status
 from documents.api.views import ACTION_ERRORS, ERRORS, TenantView, _error
-from documents.services.reindex import ReindexRefused, counts, reindex_job, reindex_start
+from documents.services.reindex import ReindexRefused, reindex_job, reindex_start
 from jobs.models import Actor, Job
 from jobs.quotas import QueueFull
-from jobs.selectors import job_view
 from jobs.services.lifecycle import job_cancel, job_retry
 
 
@@ -31,52 +32,6 @@ class ReindexIn(serializers.Serializer[Any]):
         help_text="An embedder name (e.g. hashing-v1-512), a backend (local, hashing, http) or "
         "hashing:<dimension>; default: the configured embedder.",
     )
-
-
-class ReindexOut(serializers.Serializer[Any]):
-    job_id = serializers.CharField()
-    status = serializers.CharField()
-    state = serializers.CharField()
-    stage = serializers.CharField()
-    progress = serializers.FloatField(allow_null=True)
-    embedder = serializers.CharField()
-    previous_embedder = serializers.CharField()
-    versions = serializers.DictField(child=serializers.IntegerField())
-    chunks = serializers.DictField(child=serializers.IntegerField())
-
-
-def reindex_status(job: Job) -> dict[str, Any]:
-    """The re-index job's status JSON (the API's and the admin's)."""
-    view = job_view(job)
-    target = str(job.payload.get("target", ""))
-    done = counts(job.payload["tenant_id"], target)
-    base = f"/api/reindex/{job.pk}"
-    return {
-        "job_id": view.job_id,
-        "status": view.status,
-        "stage": view.stage,
-        "stage_label": view.stage_label,
-        "state": view.state,
-        "stage_index": view.stage_index,
-        "stage_count": view.stage_count,
-        "progress": view.progress,
-        "processed": view.processed,
-        "total": view.total,
-        "unit": view.unit,
-        "attempt": view.attempt,
-        "can_cancel": view.can_cancel,
-        "can_retry": view.can_retry,
-        "cancel_requested": view.cancel_requested,
-        "updated_at": view.updated_at.isoformat(),
-        "finished_at": view.finished_at.isoformat() if view.finished_at else None,
-        "error": view.error,
-        "stages": [{"name": s.name, "label": s.label, "state": s.state} for s in view.stages],
-        "embedder": target,
-        "previous_embedder": str(job.payload.get("from", "")),
-        "versions": {"done": done.versions_done, "total": done.versions},
-        "chunks": {"done": done.chunks_done, "total": done.chunks},
-        "status_url": base,
-    }
 
 
 class ReindexView(TenantView):

@@ -31,11 +31,15 @@ def add_event_stream(result: dict[str, Any], generator: Any, request: Any, publi
             "summary": "Live status of a job as Server-Sent Events",
             "description": (
                 "Each event has `id:` (the event log id), `event:` (`status` or `progress`) and "
-                "`data:` (the JSON of the job status endpoint as of that event). Without "
+                "`data:` (the JSON of the job status endpoint as of that event: `JobStatusOut`, see "
+                "`x-event-data`). Without "
                 "`Last-Event-ID` the stream opens with the current status; with it, it replays "
                 "exactly the missed events. Keep-alive comments are sent while nothing happens; "
                 "the stream ends after a terminal status (ready, cancelled, failed)."
             ),
+            # What each event's ``data:`` holds (OpenAPI has no type for an event's payload):
+            # the serializer that renders it (documents/api/output.py).
+            "x-event-data": {"$ref": "#/components/schemas/JobStatusOut"},
             "tags": ["documents"],
             "parameters": [
                 {"name": "document_id", "in": "path", "required": True, "schema": {"type": "string"}},

@@ -1,4 +1,4 @@
-"""Input validation and the documented shapes of the API's answers."""
+"""Input validation of the API (the shapes of its answers: ``documents/api/output.py``)."""
 
 from __future__ import annotations
 
@@ -117,101 +117,6 @@ class SearchBodyIn(serializers.Serializer[Any]):
     )
 
 
-class ErrorOut(serializers.Serializer[Any]):
-    code = serializers.CharField()
-    message = serializers.CharField()
-    retryable = serializers.BooleanField()
-    action = serializers.ChoiceField(choices=["reupload", "retry", "wait", "contact_operator"])
-
-
-class StageOut(serializers.Serializer[Any]):
-    name = serializers.CharField()
-    label = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.label
-    state = serializers.ChoiceField(choices=["done", "running", "waiting", "skipped", "failed", "cancelled"])
-
-
-class JobStatusOut(serializers.Serializer[Any]):
-    job_id = serializers.UUIDField()
-    document_id = serializers.UUIDField()
-    version = serializers.IntegerField()
-    status = serializers.CharField(help_text="Lifecycle fact: queued, running, ready, failed ...")
-    stage = serializers.CharField()
-    stage_label = serializers.CharField()
-    state = serializers.ChoiceField(choices=STATE_WORDS, help_text="The combined word, e.g. ocr_failed.")
-    stage_index = serializers.IntegerField()
-    stage_count = serializers.IntegerField()
-    progress = serializers.FloatField(allow_null=True, help_text="Null when no honest number exists.")
-    processed = serializers.IntegerField(allow_null=True)
-    total = serializers.IntegerField(allow_null=True)
-    unit = serializers.CharField()
-    attempt = serializers.IntegerField()
-    can_cancel = serializers.BooleanField()
-    can_retry = serializers.BooleanField()
-    can_process_again = serializers.BooleanField()
-    bytes_freed_at = serializers.DateTimeField(
-        allow_null=True, help_text="When the stored file was removed after the retention (no retry then)."
-    )
-    bytes_kept_until = serializers.DateTimeField(
-        allow_null=True, help_text="For a stopped or replaced version: when its stored file will be removed."
-    )
-    cancel_requested = serializers.BooleanField()
-    updated_at = serializers.DateTimeField()
-    finished_at = serializers.DateTimeField(allow_null=True)
-    heartbeat_at = serializers.DateTimeField(allow_null=True)
-    published_at = serializers.DateTimeField(allow_null=True)
-    error = ErrorOut(allow_null=True)
-    stages = StageOut(many=True)
-    status_url = serializers.CharField()
-    events_url = serializers.CharField()
-
-
-class ReusedFromOut(serializers.Serializer[Any]):
-    document_id = serializers.UUIDField()
-    version = serializers.IntegerField()
-
-
-class UploadOut(serializers.Serializer[Any]):
-    document_id = serializers.UUIDField()
-    version = serializers.IntegerField()
-    job_id = serializers.UUIDField()
-    duplicate = serializers.BooleanField(help_text="True when identical to the published version.")
-    reused_from = ReusedFromOut(
-        allow_null=True,
-        help_text="The published version of this workspace with the same bytes and settings whose "
-        "verified outputs this version copies (its job still reports every stage); null: processed anew.",
-    )
-    status_url = serializers.CharField()
-    events_url = serializers.CharField()
-
-
-class VersionOut(serializers.Serializer[Any]):
-    version = serializers.IntegerField()
-    original_name = serializers.CharField()
-    content_type = serializers.CharField()
-    size = serializers.IntegerField()
-    sha256 = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    published_at = serializers.DateTimeField(allow_null=True)
-    superseded_at = serializers.DateTimeField(allow_null=True)
-    job = JobStatusOut(allow_null=True)
-
-
-class DocumentOut(serializers.Serializer[Any]):
-    document_id = serializers.UUIDField()
-    collection_id = serializers.UUIDField()
-    title = serializers.CharField()
-    attributes = AttributesField(help_text=ATTRIBUTES_HELP)
-    created_at = serializers.DateTimeField()
-    last_activity_at = serializers.DateTimeField()
-    published_version = serializers.IntegerField(allow_null=True)
-    published_at = serializers.DateTimeField(allow_null=True)
-    latest_job = JobStatusOut(allow_null=True)
-
-
-class DocumentDetailOut(DocumentOut):
-    versions = VersionOut(many=True)
-
-
 class SearchComponentOut(serializers.Serializer[Any]):
     rank = serializers.IntegerField(help_text="Rank in this list (1 = first).")
     score = serializers.FloatField(
@@ -246,41 +151,3 @@ class SearchOut(serializers.Serializer[Any]):
     query = serializers.CharField()
     mode = serializers.ChoiceField(choices=SEARCH_MODES)
     results = SearchHitOut(many=True)
-
-
-class ErrorBodyOut(serializers.Serializer[Any]):
-    code = serializers.CharField(help_text="Stable, for programs: e.g. file_too_large, not_found.")
-    message = serializers.CharField(help_text="Safe to show a user.")
-    detail = serializers.JSONField(required=False, help_text="Field errors, where there are any.")
-
-
-class ErrorOutEnvelope(serializers.Serializer[Any]):
-    error = ErrorBodyOut()
-
-
-class StorageOut(serializers.Serializer[Any]):
-    """The workspace's stored bytes against its limit (cancelled and failed versions count until
-    their retention frees them)."""
-
-    used_bytes = serializers.IntegerField()
-    limit_bytes = serializers.IntegerField(allow_null=True, help_text="Null: no limit.")
-
-
-class DocumentPageOut(serializers.Serializer[Any]):
-    count = serializers.IntegerField()
-    next = serializers.URLField(allow_null=True)
-    previous = serializers.URLField(allow_null=True)
-    results = DocumentOut(many=True)
-    storage = StorageOut()
-
-
-class DeletionOut(serializers.Serializer[Any]):
-    """A delete whose cleanup is still running (the document is already gone from every list)."""
-
-    deletion_id = serializers.IntegerField()
-    document_id = serializers.UUIDField()
-    version = serializers.IntegerField(
-        allow_null=True, help_text="Empty when the whole document was deleted."
-    )
-    requested_at = serializers.DateTimeField()
-    cleanup = serializers.CharField()

@@ -1,7 +1,8 @@
 """``GET /api/documents/{document_id}/jobs/{job_id}/events``: Server-Sent Events, async end to end.
 
 Each event carries ``id:`` (the event log id), ``event:`` (``status`` or ``progress``) and
-``data:`` (the status JSON of the status endpoint, as of that event). Without ``Last-Event-ID``
+``data:`` (the status JSON of the status endpoint, as of that event: ``JobStatusOut`` rendered
+from the event row, ``documents/api/output.py``). Without ``Last-Event-ID``
 the stream opens with the current status; with it, it replays exactly what was missed. It sends
 keep-alive comments and ends after a terminal status. The event log is the truth: the stream
 only notifies, and a client that lost it recovers everything from the status endpoint.
@@ -25,9 +26,9 @@ from django.views.decorators.csrf import csrf_exempt
 
 from documents.api import notify, sse_caps
 from documents.api.auth import user_for_token
-from documents.api.errors import error_body
+from documents.api.output import error_body, job_status, job_status_as_of
 from documents.models import DocumentVersion
-from documents.selectors import access_version_by_job, job_status, tenant_for
+from documents.selectors import access_version_by_job, tenant_for
 from jobs.models import Job, JobEvent
 
 FINAL = {"ready", "cancelled", "failed"}
@@ -65,33 +66,11 @@ def _check_access(
     return (200, version, user.pk) if found else (404, None, None)
 
 
-def _job_as_of(job: Job, event: JobEvent) -> Job:
-    """An unsaved copy of ``job`` with the facts ``event`` recorded (status, stage, progress ...)."""
-    values = {f.attname: getattr(job, f.attname) for f in job._meta.concrete_fields}
-    values |= {
-        "status": event.to_status,
-        "stage": event.stage,
-        "progress": event.progress or 0.0,
-        "processed": event.processed,
-        "total": event.total,
-        "attempt": event.attempt,
-        "updated_at": event.at,
-        "version": event.job_version,
-    }
-    if event.to_status != job.status:
-        values |= {"error_code": job.error_code if event.to_status == "failed" else "", "finished_at": None}
-    # An unsaved, in-memory copy for rendering only: it is never saved.
-    return Job(**values)
-
-
 def _snapshot(version: DocumentVersion, job: Job, event: JobEvent, current: dict[str, Any]) -> dict[str, Any]:
     """The status as of ``event`` (the current status when the event is the latest transition)."""
     if event.job_version == job.version and event.kind == JobEvent.Kind.TRANSITION:
         return current
-    data = job_status(version, _job_as_of(job, event))
-    if event.to_status != "ready":
-        data["published_at"] = None  # as of this event the version was not published yet
-    return data
+    return job_status_as_of(version, job, event)
 
 
 Rendered = tuple[list[tuple[int, str]], bool]

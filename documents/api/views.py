@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from documents.api import output as out
 from documents.api import serializers as s
 from documents.api.errors import ApiError
 from documents.models import Document, DocumentVersion, Tenant
@@ -25,9 +26,7 @@ from documents.selectors import (
     access_version,
     access_version_by_job,
     documents_of,
-    job_status,
     tenant_for,
-    versions_of,
 )
 from documents.services.again import version_process_again
 from documents.services.attributes import (
@@ -38,7 +37,6 @@ from documents.services.attributes import (
     document_update,
 )
 from documents.services.collections import collection_of
-from documents.services.dedup import reused_from_out
 from documents.services.delete import DeleteRefused, DeleteResult, document_delete, version_delete
 from documents.services.storage import storage_usage
 from documents.services.upload import UploadResult, document_upload
@@ -49,7 +47,7 @@ from jobs.services.lifecycle import job_cancel, job_retry
 
 
 def _error(description: str) -> OpenApiResponse:
-    return OpenApiResponse(response=s.ErrorOutEnvelope, description=description)
+    return OpenApiResponse(response=out.ErrorOutEnvelope, description=description)
 
 
 ERRORS = {
@@ -125,34 +123,9 @@ class TenantView(APIView):
 
 def upload_answer(result: UploadResult) -> Response:
     assert result.job is not None
-    body = job_status(result.version, result.job)
-    data = {
-        "document_id": str(result.document.pk),
-        "version": result.version.number,
-        "job_id": str(result.job.pk),
-        "duplicate": result.duplicate,
-        # Dedup: the earlier version whose verified outputs this one copies (null: processed anew).
-        "reused_from": None if result.duplicate else reused_from_out(result.version),
-        "status_url": body["status_url"],
-        "events_url": body["events_url"],
-    }
-    return Response(data, status=status.HTTP_200_OK if result.duplicate else status.HTTP_201_CREATED)
-
-
-def document_summary(document: Document) -> dict[str, Any]:
-    latest = document.latest_version
-    published = document.published_version
-    return {
-        "document_id": str(document.pk),
-        "collection_id": str(document.collection_id),
-        "title": document.title,
-        "attributes": document.attributes,
-        "created_at": document.created_at.isoformat(),
-        "last_activity_at": document.last_activity_at.isoformat(),
-        "published_version": published.number if published else None,
-        "published_at": published.published_at.isoformat() if published and published.published_at else None,
-        "latest_job": job_status(latest) if latest is not None and latest.job is not None else None,
-    }
+    return Response(
+        out.upload_out(result), status=status.HTTP_200_OK if result.duplicate else status.HTTP_201_CREATED
+    )
 
 
 class Pages(PageNumberPagination):
@@ -166,7 +139,7 @@ class DocumentsView(TenantView):
     parser_classes = [MultiPartParser, FormParser]
 
     @extend_schema(
-        operation_id="documents_list", parameters=[s.ListIn], responses={200: s.DocumentPageOut, **ERRORS}
+        operation_id="documents_list", parameters=[s.ListIn], responses={200: out.DocumentPageOut, **ERRORS}
     )
     def get(self, request: Request) -> Response:
         query = s.ListIn(data=request.query_params)
@@ -184,13 +157,14 @@ class DocumentsView(TenantView):
             collection_ids=collection_ids or None,
         )
         page = paginator.paginate_queryset(documents, request)
-        answer = paginator.get_paginated_response([document_summary(d) for d in page or []])
-        answer.data["storage"] = storage_usage(self.tenant)  # where users see their documents
+        answer = paginator.get_paginated_response([out.document_out(d) for d in page or []])
+        # Where users see their documents, they see their stored bytes against the limit.
+        answer.data["storage"] = out.StorageOut(storage_usage(self.tenant)).data
         return answer
 
     @extend_schema(
         request={"multipart/form-data": s.UploadIn},
-        responses={201: s.UploadOut, 200: s.UploadOut, **UPLOAD_ERRORS},
+        responses={201: out.UploadOut, 200: out.UploadOut, **UPLOAD_ERRORS},
     )
     def post(self, request: Request) -> Response:
         return self.upload(request)
@@ -199,35 +173,16 @@ class DocumentsView(TenantView):
 PATCH_FIELDS = ("title", "attributes")
 
 
-def document_detail(document: Document) -> dict[str, Any]:
-    """The document with every version and its job: the body of GET (and PATCH)."""
-    versions = [
-        {
-            "version": v.number,
-            "original_name": v.original_name,
-            "content_type": v.content_type,
-            "size": v.size,
-            "sha256": v.sha256,
-            "created_at": v.created_at.isoformat(),
-            "published_at": v.published_at.isoformat() if v.published_at else None,
-            "superseded_at": v.superseded_at.isoformat() if v.superseded_at else None,
-            "job": job_status(v) if v.job is not None else None,
-        }
-        for v in versions_of(document)
-    ]
-    return {**document_summary(document), "versions": versions}
-
-
 class DocumentView(TenantView):
     parser_classes = [JSONParser]
 
-    @extend_schema(responses={200: s.DocumentDetailOut, **ERRORS})
+    @extend_schema(responses={200: out.DocumentDetailOut, **ERRORS})
     def get(self, request: Request, document_id: str) -> Response:
-        return Response(document_detail(self.document(document_id)))
+        return Response(out.document_detail_out(self.document(document_id)))
 
     @extend_schema(
         request=s.DocumentPatchIn,
-        responses={200: s.DocumentDetailOut, **ERRORS, 415: _error("The body is not JSON")},
+        responses={200: out.DocumentDetailOut, **ERRORS, 415: _error("The body is not JSON")},
     )
     def patch(self, request: Request, document_id: str) -> Response:
         """Change the title and/or replace the attributes; fields left out stay as they are."""
@@ -249,9 +204,9 @@ class DocumentView(TenantView):
         if "attributes" in data and attributes is None:
             check_attributes(None)
         document_update(document=document, title=title, attributes=attributes)
-        return Response(document_detail(self.document(document_id)))
+        return Response(out.document_detail_out(self.document(document_id)))
 
-    @extend_schema(request=None, responses={202: s.DeletionOut, 204: None, **ERRORS})
+    @extend_schema(request=None, responses={202: out.DeletionOut, 204: None, **ERRORS})
     def delete(self, request: Request, document_id: str) -> Response:
         return deletion_answer(
             document_delete(tenant=self.tenant, document_id=document_id, user=request.user)
@@ -271,19 +226,12 @@ def deletion_answer(result: DeleteResult | None) -> Response:
         raise ApiError(404, "not_found", "Not found.")
     if not result.pending:
         return Response(status=status.HTTP_204_NO_CONTENT)
-    deletion = result.deletion
-    body = {
-        "deletion_id": deletion.pk,
-        "document_id": str(deletion.document_id),
-        "version": deletion.version_number,
-        "requested_at": deletion.requested_at.isoformat(),
-        "cleanup": "pending",
-    }
+    body = out.deletion_out(result)
     return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
 class VersionView(TenantView):
-    @extend_schema(request=None, responses={202: s.DeletionOut, 204: None, **ACTION_ERRORS})
+    @extend_schema(request=None, responses={202: out.DeletionOut, 204: None, **ACTION_ERRORS})
     def delete(self, request: Request, document_id: str, number: int) -> Response:
         try:
             result = version_delete(
@@ -300,32 +248,32 @@ class VersionsView(TenantView):
 
     @extend_schema(
         request={"multipart/form-data": s.UploadIn},
-        responses={201: s.UploadOut, 200: s.UploadOut, **UPLOAD_ERRORS},
+        responses={201: out.UploadOut, 200: out.UploadOut, **UPLOAD_ERRORS},
     )
     def post(self, request: Request, document_id: str) -> Response:
         return self.upload(request, self.document(document_id))
 
 
 class JobView(TenantView):
-    @extend_schema(responses={200: s.JobStatusOut, **ERRORS})
+    @extend_schema(responses={200: out.JobStatusOut, **ERRORS})
     def get(self, request: Request, document_id: str, job_id: str) -> Response:
-        return Response(job_status(self.version(document_id, job_id)))
+        return Response(out.job_status(self.version(document_id, job_id)))
 
 
 class JobCancelView(TenantView):
-    @extend_schema(request=None, responses={202: s.JobStatusOut, **ACTION_ERRORS})
+    @extend_schema(request=None, responses={202: out.JobStatusOut, **ACTION_ERRORS})
     def post(self, request: Request, document_id: str, job_id: str) -> Response:
         version = self.version(document_id, job_id)
         job = job_cancel(job_id=job_id, actor=Actor.USER, actor_name=request.user.get_username())
-        return Response(job_status(version, job), status=status.HTTP_202_ACCEPTED)
+        return Response(out.job_status(version, job), status=status.HTTP_202_ACCEPTED)
 
 
 class JobRetryView(TenantView):
-    @extend_schema(request=None, responses={202: s.JobStatusOut, **ACTION_ERRORS})
+    @extend_schema(request=None, responses={202: out.JobStatusOut, **ACTION_ERRORS})
     def post(self, request: Request, document_id: str, job_id: str) -> Response:
         version = self.version(document_id, job_id)
         job = job_retry(job_id=job_id, actor=Actor.USER, actor_name=request.user.get_username())
-        return Response(job_status(version, job), status=status.HTTP_202_ACCEPTED)
+        return Response(out.job_status(version, job), status=status.HTTP_202_ACCEPTED)
 
 
 class VersionProcessAgainView(TenantView):
@@ -333,7 +281,7 @@ class VersionProcessAgainView(TenantView):
 
     @extend_schema(
         request=None,
-        responses={201: s.JobStatusOut, 429: _error("The workspace's queue is full"), **ACTION_ERRORS},
+        responses={201: out.JobStatusOut, 429: _error("The workspace's queue is full"), **ACTION_ERRORS},
     )
     def post(self, request: Request, document_id: str, number: str) -> Response:
         version = access_version(self.tenant, document_id, number)
@@ -341,7 +289,7 @@ class VersionProcessAgainView(TenantView):
             raise ApiError(404, "not_found", "Not found.")
         result = version_process_again(version=version, user=request.user)
         assert result.job is not None
-        return Response(job_status(result.version, result.job), status=status.HTTP_201_CREATED)
+        return Response(out.job_status(result.version, result.job), status=status.HTTP_201_CREATED)
 
 
 class SearchView(TenantView):

@@ -26,10 +26,10 @@ from jobs.errors import TransitionRefused
 from jobs.models import Actor, Job, Status
 
 
-def _latest_of_its_document(job: Job) -> str | None:
+def _latest_of_its_document(job: rules.JobState) -> str | None:
     if job.kind != KIND:
         return "Only a document's processing can be run again."
-    version = DocumentVersion.objects.filter(job=job).select_related("document").first()
+    version = DocumentVersion.objects.filter(job_id=job.pk).select_related("document").first()
     if version is None or version.deleted_at is not None or version.document.deleted_at is not None:
         return "This version was deleted."
     if version.document.latest_version_id != version.pk:

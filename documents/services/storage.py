@@ -32,7 +32,8 @@ from django.utils import timezone
 
 from documents.engines.validation import UploadRejected
 from documents.models import DocumentVersion, FileObject, Tenant
-from jobs.models import Job, Status
+from jobs.models import Status
+from jobs.rules import JobState
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ def freed_reason(version: DocumentVersion) -> str | None:
     )
 
 
-def bytes_kept_until(version: DocumentVersion, job: Job | None) -> datetime | None:
+def bytes_kept_until(version: DocumentVersion, job: JobState | None) -> datetime | None:
     """When the reaper may free this version's bytes, if it is on its way to being freed."""
     if version.bytes_freed_at is not None or version.deleted_at is not None:
         return None

@@ -16,7 +16,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from documents.selectors import job_status
+from documents.api.output import job_status
 from jobs import rules
 from jobs.admin.actions import get_action
 from jobs.errors import TransitionRefused
