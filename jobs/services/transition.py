@@ -109,6 +109,34 @@ def _insert_sql(model: type[models.Model], vendor: str) -> tuple[str, tuple[Any,
     return sql, fields
 
 
+def update_row(model: type[models.Model], pk: Any, changes: dict[str, Any], *, expect: dict[str, Any]) -> int:
+    """``model.objects.filter(pk=pk, **expect).update(**changes)`` for plain values, with SQL
+    built once per model, fields and backend: the engine's hot UPDATEs (a stage run closed per
+    stage), where the ORM compiled the query every time. Returns the rows matched (0 or 1)."""
+    sql, set_fields, where_fields = _update_sql(model, tuple(changes), tuple(expect), connection.vendor)
+    params = [f.get_db_prep_save(changes[f.name], connection) for f in set_fields]
+    params.append(model._meta.pk.get_db_prep_value(pk, connection))
+    params += [f.get_db_prep_value(expect[f.name], connection) for f in where_fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+@cache
+def _update_sql(
+    model: type[models.Model], changed: tuple[str, ...], expected: tuple[str, ...], vendor: str
+) -> tuple[str, tuple[Any, ...], tuple[Any, ...]]:
+    quote = connection.ops.quote_name
+    meta = model._meta
+    set_fields = tuple(meta.get_field(name) for name in changed)
+    where_fields = tuple(meta.get_field(name) for name in expected)
+    assignments = ", ".join(f"{quote(str(f.column))} = %s" for f in set_fields)
+    conditions = "".join(f" AND {quote(str(f.column))} = %s" for f in where_fields)
+    pk = quote(str(meta.pk.column))
+    sql = f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {pk} = %s{conditions}"
+    return sql, set_fields, where_fields
+
+
 def apply_transition(
     job: Job,
     name: str,
@@ -119,6 +147,7 @@ def apply_transition(
     token: str | None = None,
     expected_version: int | None = None,
     guard: Q | None = None,
+    due_by: datetime | None = None,
     now: datetime | None = None,
     after_commit: Callable[[Job], None] | None = None,
     relaxed: bool = False,
@@ -133,7 +162,11 @@ def apply_transition(
     no longer current, :class:`JobConflict` when anything else changed the job first. On any
     raise, ``job`` must be reloaded before reuse. ``relaxed`` (the worker's claims and stage
     moves only, never a terminal transition) lets the caller's transaction commit without
-    waiting for its WAL flush (jobs/durability.py), set by the UPDATE itself.
+    waiting for its WAL flush (jobs/durability.py), set by the UPDATE itself. ``due_by`` matches
+    only a job without ``not_before`` or due by then (the claim); any other ``guard`` is a ``Q``.
+
+    Without a ``guard`` (every worker transition) the UPDATE's SQL is built once per transition
+    shape and backend (:func:`_transition_sql`); a ``Q`` guard goes through the ORM.
     """
     now = now or timezone.now()
     if expected_version is not None and expected_version != job.version:
@@ -159,24 +192,27 @@ def apply_transition(
     # The fields the transition names, changed or not (a copy that is stale in one of them still
     # ends with the transition's value), and what every transition writes. Progress only rises,
     # in the UPDATE itself: a progress report may have raised the row past this copy.
-    changes: dict[str, Any] = {
-        field: getattr(job, field) for field in declared["writes"] | _WRITTEN_BY_EVERY_TRANSITION
-    }
-    if "progress" in changes and not declared["lowers_progress"]:
-        changes["progress"] = Greatest(F("progress"), job.progress)
-
-    where = Q(pk=job.pk, version=source_version, status=source_status)
-    if token is not None:
-        where &= Q(worker_token=token, status__in=LEASED)
-    if guard is not None:
-        where &= guard
+    written = declared["writes"] | _WRITTEN_BY_EVERY_TRANSITION
+    rising = "progress" in written and not declared["lowers_progress"]
+    relax = relaxed and relaxes_commits()
     # Inside a caller's transaction no savepoint is needed: a refused UPDATE wrote nothing, and
     # any database error aborts the caller's transaction anyway. Saves two round trips.
     with transaction.atomic() if not connection.in_atomic_block else nullcontext():
         # The status write lives only here: a guarded compare-and-set, never a blind overwrite.
         # Progress reports do not bump the version, so the row may hold newer progress than the
         # copy this transition started from: the event must log the row's, returned by the UPDATE.
-        row = update_returning(where, changes, ("progress", "processed", "total"), relaxed=relaxed)
+        if guard is None:
+            row = _compare_and_set(job, written, rising, source_status, source_version, token, due_by, relax)
+        else:
+            changes: dict[str, Any] = {field: getattr(job, field) for field in written}
+            if rising:
+                changes["progress"] = Greatest(F("progress"), job.progress)
+            where = Q(pk=job.pk, version=source_version, status=source_status) & guard
+            if token is not None:
+                where &= Q(worker_token=token, status__in=LEASED)
+            if due_by is not None:
+                where &= Q(not_before__isnull=True) | Q(not_before__lte=due_by)
+            row = update_returning(where, changes, _RETURNED, relaxed=relax)
         if row is None:
             raise _why_not(job.pk, token)
         job.progress, job.processed, job.total = row
@@ -195,6 +231,64 @@ def apply_transition(
         if after_commit is not None:
             transaction.on_commit(lambda: after_commit(job))
     return job
+
+
+_RETURNED = ("progress", "processed", "total")
+
+
+def _compare_and_set(
+    job: Job,
+    written: frozenset[str],
+    rising: bool,
+    source_status: str,
+    source_version: int,
+    token: str | None,
+    due_by: datetime | None,
+    relax: bool,
+) -> tuple[Any, ...] | None:
+    """The transition's UPDATE ... RETURNING with pre-built SQL; the row or None."""
+    sql, fields = _transition_sql(
+        tuple(sorted(written)), rising, token is not None, due_by is not None, relax, connection.vendor
+    )
+    params = [field.get_db_prep_save(getattr(job, field.attname), connection) for field in fields]
+    params += [Job._meta.pk.get_db_prep_value(job.pk, connection), source_version, str(source_status)]
+    if token is not None:
+        params += [token, *(str(status) for status in LEASED)]
+    if due_by is not None:
+        params.append(Job._meta.get_field("not_before").get_db_prep_value(due_by, connection))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return None if row is None else tuple(row[: len(_RETURNED)])
+
+
+@cache
+def _transition_sql(
+    written: tuple[str, ...], rising: bool, fenced: bool, due: bool, relax: bool, vendor: str
+) -> tuple[str, tuple[Any, ...]]:
+    """The compare-and-set of one transition shape: the same statement ``update_returning``
+    compiles through the ORM from the same conditions, built once per process."""
+    quote = connection.ops.quote_name
+    fields = tuple(Job._meta.get_field(name) for name in written)
+    greatest = "MAX" if vendor == "sqlite" else "GREATEST"  # as Django's Greatest compiles
+    assignments = []
+    for field in fields:
+        column = quote(str(field.column))
+        value = f"{greatest}({column}, %s)" if rising and field.name == "progress" else "%s"
+        assignments.append(f"{column} = {value}")
+    status = quote("status")
+    where = f"{quote('id')} = %s AND {quote('version')} = %s AND {status} = %s"
+    if fenced:
+        where += f" AND {quote('worker_token')} = %s AND {status} IN (%s, %s)"
+    if due:
+        not_before = quote("not_before")
+        where += f" AND ({not_before} IS NULL OR {not_before} <= %s)"
+    returning = ", ".join(quote(name) for name in _RETURNED)
+    if relax:
+        returning += f", {RELAX_EXPRESSION}"  # evaluated only for a matched row
+    table = quote(Job._meta.db_table)
+    sql = f"UPDATE {table} SET {', '.join(assignments)} WHERE {where} RETURNING {returning}"
+    return sql, fields
 
 
 def _on_finish(job: Job) -> None:

@@ -42,7 +42,14 @@ from jobs.models import LEASED, Actor, Job, JobEvent, StageRun, Status
 from jobs.quotas import quota_for
 from jobs.retry import decide
 from jobs.services.cleanup import job_run_cleanup
-from jobs.services.transition import EventSource, append_event, apply_transition, insert_row, update_returning
+from jobs.services.transition import (
+    EventSource,
+    append_event,
+    apply_transition,
+    insert_row,
+    update_returning,
+    update_row,
+)
 from jobs.timings import timing_claimed, timing_run_finished
 
 log = logging.getLogger(__name__)
@@ -78,7 +85,7 @@ def _claim_loaded(job: Job, worker: str, *, reason: str) -> Claim:
         actor=Actor.WORKER,
         actor_name=worker,
         reason=reason,
-        guard=Q(not_before__isnull=True) | Q(not_before__lte=timezone.now()),
+        due_by=timezone.now(),
         worker=worker,
         lease=_lease_seconds(),
         new_token=token,
@@ -270,8 +277,12 @@ def fenced(*, job_id: Any, token: str) -> Iterator[None]:
 
 def _finish_run(claim: Claim, outcome: str, **detail: Any) -> None:
     now = timezone.now()
-    if StageRun.objects.filter(pk=claim.run.pk, outcome=StageRun.Outcome.RUNNING).update(
-        outcome=outcome, finished_at=now, **detail
+    # SQL built once per set of fields (one per stage on the hot path).
+    if update_row(
+        StageRun,
+        claim.run.pk,
+        {"outcome": outcome, "finished_at": now, **detail},
+        expect={"outcome": StageRun.Outcome.RUNNING},
     ):
         timing_run_finished(kind=claim.job.kind, run=claim.run, outcome=outcome, at=now)
 
