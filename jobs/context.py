@@ -42,6 +42,8 @@ class StageContext:
         self.cancel_requested = threading.Event()
         self.lease_lost = threading.Event()
         self.timed_out = threading.Event()
+        # Set by the process's watchdog on a graceful stop request (Watchdog.request_stop).
+        self.stop_requested = threading.Event()
         self.handler_thread = threading.get_ident()
         self._last_progress = time.monotonic()
         self._last_progress_write = 0.0

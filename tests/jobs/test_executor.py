@@ -15,12 +15,13 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs import pipelines
-from jobs.executor import run_job
+from jobs.context import StageContext
+from jobs.executor import Watchdog, run_job, watchdog
 from jobs.models import JobEvent, StageRun, Status
 from jobs.services.lifecycle import job_cancel
 from jobs.services.reaper import reap
 from tests.conftest import wait_for
-from tests.jobs.helpers import new_job, reload
+from tests.jobs.helpers import new_job, reload, running
 from tests.testapp.models import Call, Cleaned, Output, Published
 from tests.testapp.pipelines import KIND
 
@@ -190,3 +191,47 @@ def test_a_worker_whose_job_was_taken_over_steps_back_and_writes_nothing(tmp_pat
         0
     ]
     assert Output.objects.filter(job_id=job.pk).count() == 3
+
+
+def test_one_watchdog_thread_renews_the_leases_of_every_stage_in_the_process(tmp_path: Path):
+    pauses = [tmp_path / "pause-a", tmp_path / "pause-b"]
+    jobs = []
+    for pause in pauses:
+        pause.touch()
+        jobs.append(new_job(pages=3, pause_file=str(pause), pause_at=1))
+    threads = [in_thread(job.pk) for job in jobs]
+    try:
+        for job in jobs:
+            wait_for(
+                lambda job=job: Call.objects.filter(job_id=job.pk, stage="pages", unit=1).exists(), timeout=10
+            )
+        paused_at = {job.pk: reload(job).heartbeat_at for job in jobs}
+        # Both stages hold still at a safe point; only the watchdog can move their heartbeats.
+        wait_for(lambda: all(reload(job).heartbeat_at > paused_at[job.pk] for job in jobs), timeout=10)
+        watchdogs = [t for t in threading.enumerate() if t.name == "jobs-watchdog"]
+        assert watchdogs == [watchdog()]
+    finally:
+        for pause in pauses:
+            pause.unlink()
+        for thread in threads:
+            thread.join(timeout=10)
+    # The paged stage ended normally for both: the next stage (another pool) is queued.
+    assert [(reload(job).status, reload(job).stage) for job in jobs] == [(Status.QUEUED, "finish")] * 2
+    assert [t for t in threading.enumerate() if t.name == "jobs-watchdog"] == [watchdog()]
+
+
+def test_a_stop_request_flags_every_stage_watched_now_and_later():
+    dog = Watchdog()  # not started: flagging needs no thread, and the process's one stays as it is
+    pipeline = pipelines.get(KIND)
+    contexts = []
+    for _ in range(2):
+        claim = running(pages=1)
+        contexts.append(StageContext(claim, pipeline, pipeline.stage(claim.job.stage)))
+    first = dog.watch(contexts[0])
+    assert not contexts[0].stop_requested.is_set()
+    dog.request_stop()
+    assert dog.stop_requested.is_set() and contexts[0].stop_requested.is_set()
+    second = dog.watch(contexts[1])
+    assert contexts[1].stop_requested.is_set()
+    dog.unwatch(first)
+    dog.unwatch(second)
