@@ -58,7 +58,35 @@ def append_event(
     The UPDATE holds the job's row lock until commit, so events of one job get ids in commit
     order: a reader that saw id N never later finds a smaller id of the same job.
     """
-    event = JobEvent(
+    event = event_for(
+        job,
+        kind=kind,
+        name=name,
+        actor=actor,
+        actor_name=actor_name,
+        from_status=from_status,
+        reason=reason,
+        at=at,
+    )
+    # On PostgreSQL a trigger (migration jobs/0007) sends pg_notify(NOTIFY_CHANNEL, "job:event")
+    # with the insert: delivered at commit, never for a rolled-back event; SSE listeners wake on it.
+    insert_row(event)
+    return event
+
+
+def event_for(
+    job: Job | EventSource,
+    *,
+    kind: str,
+    name: str,
+    actor: str,
+    actor_name: str = "",
+    from_status: str = "",
+    reason: str = "",
+    at: datetime | None = None,
+) -> JobEvent:
+    """The (unsaved) event that records ``job`` as it is now."""
+    return JobEvent(
         job_id=job.pk,
         at=at or timezone.now(),
         kind=kind,
@@ -75,10 +103,6 @@ def append_event(
         total=job.total,
         reason=reason[:500],
     )
-    # On PostgreSQL a trigger (migration jobs/0007) sends pg_notify(NOTIFY_CHANNEL, "job:event")
-    # with the insert: delivered at commit, never for a rolled-back event; SSE listeners wake on it.
-    insert_row(event)
-    return event
 
 
 def insert_row(obj: models.Model) -> None:
@@ -202,8 +226,20 @@ def apply_transition(
         # Progress reports do not bump the version, so the row may hold newer progress than the
         # copy this transition started from: the event must log the row's, returned by the UPDATE.
         if guard is None:
-            row = _compare_and_set(job, written, rising, source_status, source_version, token, due_by, relax)
+            event = event_for(
+                job,
+                kind=JobEvent.Kind.TRANSITION,
+                name=name,
+                actor=actor,
+                actor_name=actor_name,
+                from_status=source_status,
+                reason=reason,
+                at=now,
+            )
+            shape = _Shape(tuple(sorted(written)), rising, token is not None, due_by is not None, relax)
+            row = _compare_and_set(job, shape, source_status, source_version, token, due_by, event)
         else:
+            event = None
             changes: dict[str, Any] = {field: getattr(job, field) for field in written}
             if rising:
                 changes["progress"] = Greatest(F("progress"), job.progress)
@@ -215,17 +251,23 @@ def apply_transition(
             row = update_returning(where, changes, _RETURNED, relaxed=relax)
         if row is None:
             raise _why_not(job.pk, token)
-        job.progress, job.processed, job.total = row
-        append_event(
-            job,
-            kind=JobEvent.Kind.TRANSITION,
-            name=name,
-            actor=actor,
-            actor_name=actor_name,
-            from_status=source_status,
-            reason=reason,
-            at=now,
-        )
+        job.progress, job.processed, job.total = row[: len(_RETURNED)]
+        if event is not None and len(row) > len(_RETURNED):  # inserted by the same statement
+            event.progress, event.processed, event.total = row[: len(_RETURNED)]
+            event.pk = row[len(_RETURNED)]
+            event._state.adding = False
+            event._state.db = connection.alias
+        else:
+            append_event(
+                job,
+                kind=JobEvent.Kind.TRANSITION,
+                name=name,
+                actor=actor,
+                actor_name=actor_name,
+                from_status=source_status,
+                reason=reason,
+                at=now,
+            )
         if job.status in FINISHED and source_status not in FINISHED:
             _on_finish(job)
         if after_commit is not None:
@@ -236,59 +278,84 @@ def apply_transition(
 _RETURNED = ("progress", "processed", "total")
 
 
+class _Shape(NamedTuple):
+    """What the SQL of a transition's compare-and-set depends on (besides the backend)."""
+
+    written: tuple[str, ...]  # the fields it writes, sorted
+    rising: bool  # progress only rises (GREATEST)
+    fenced: bool  # a worker acts: its token must still be the lease
+    due: bool  # only a job that is due (the claim)
+    relax: bool  # the transaction's commit is relaxed (jobs/durability.py)
+
+
 def _compare_and_set(
     job: Job,
-    written: frozenset[str],
-    rising: bool,
+    shape: _Shape,
     source_status: str,
     source_version: int,
     token: str | None,
     due_by: datetime | None,
-    relax: bool,
+    event: JobEvent,
 ) -> tuple[Any, ...] | None:
-    """The transition's UPDATE ... RETURNING with pre-built SQL; the row or None."""
-    sql, fields = _transition_sql(
-        tuple(sorted(written)), rising, token is not None, due_by is not None, relax, connection.vendor
-    )
+    """The transition's UPDATE ... RETURNING with pre-built SQL; the row or None.
+
+    On PostgreSQL the same statement inserts ``event`` (with the row's progress) for a matched
+    row and returns its id after the row: one round trip per transition instead of two. The
+    event still follows the job row's lock (it reads the UPDATE's output), so event ids of one
+    job keep their commit order."""
+    vendor = connection.vendor
+    sql, fields, event_fields = _transition_sql(shape, vendor)
     params = [field.get_db_prep_save(getattr(job, field.attname), connection) for field in fields]
     params += [Job._meta.pk.get_db_prep_value(job.pk, connection), source_version, str(source_status)]
     if token is not None:
         params += [token, *(str(status) for status in LEASED)]
     if due_by is not None:
         params.append(Job._meta.get_field("not_before").get_db_prep_value(due_by, connection))
+    params += [field.get_db_prep_save(getattr(event, field.attname), connection) for field in event_fields]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
-    return None if row is None else tuple(row[: len(_RETURNED)])
+    return None if row is None else tuple(row)
 
 
 @cache
-def _transition_sql(
-    written: tuple[str, ...], rising: bool, fenced: bool, due: bool, relax: bool, vendor: str
-) -> tuple[str, tuple[Any, ...]]:
-    """The compare-and-set of one transition shape: the same statement ``update_returning``
-    compiles through the ORM from the same conditions, built once per process."""
+def _transition_sql(shape: _Shape, vendor: str) -> tuple[str, tuple[Any, ...], tuple[Any, ...]]:
+    """The compare-and-set of one transition shape: the statement ``update_returning`` compiles
+    through the ORM from the same conditions, built once per process; on PostgreSQL with the
+    event's INSERT folded in (``event_fields``: the event's columns sent as parameters)."""
     quote = connection.ops.quote_name
-    fields = tuple(Job._meta.get_field(name) for name in written)
+    fields = tuple(Job._meta.get_field(name) for name in shape.written)
     greatest = "MAX" if vendor == "sqlite" else "GREATEST"  # as Django's Greatest compiles
     assignments = []
     for field in fields:
         column = quote(str(field.column))
-        value = f"{greatest}({column}, %s)" if rising and field.name == "progress" else "%s"
+        value = f"{greatest}({column}, %s)" if shape.rising and field.name == "progress" else "%s"
         assignments.append(f"{column} = {value}")
     status = quote("status")
     where = f"{quote('id')} = %s AND {quote('version')} = %s AND {status} = %s"
-    if fenced:
+    if shape.fenced:
         where += f" AND {quote('worker_token')} = %s AND {status} IN (%s, %s)"
-    if due:
+    if shape.due:
         not_before = quote("not_before")
         where += f" AND ({not_before} IS NULL OR {not_before} <= %s)"
-    returning = ", ".join(quote(name) for name in _RETURNED)
-    if relax:
-        returning += f", {RELAX_EXPRESSION}"  # evaluated only for a matched row
+    returned = [quote(name) for name in _RETURNED]
+    if shape.relax:
+        returned.append(f"{RELAX_EXPRESSION} AS relaxed")  # evaluated only for a matched row
     table = quote(Job._meta.db_table)
-    sql = f"UPDATE {table} SET {', '.join(assignments)} WHERE {where} RETURNING {returning}"
-    return sql, fields
+    update = f"UPDATE {table} SET {', '.join(assignments)} WHERE {where} RETURNING {', '.join(returned)}"
+    if vendor != "postgresql":  # SQLite has no INSERT fed by an UPDATE: the event follows
+        return update, fields, ()
+    meta = JobEvent._meta
+    columns = tuple(f for f in meta.concrete_fields if not f.primary_key)
+    event_fields = tuple(f for f in columns if f.name not in _RETURNED)
+    values = ", ".join(f"j.{quote(f.name)}" if f.name in _RETURNED else "%s" for f in columns)
+    sql = (
+        f"WITH j AS ({update}) "
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(str(f.column)) for f in columns)}) "
+        f"SELECT {values} FROM j{' WHERE j.relaxed IS NOT NULL' if shape.relax else ''} "
+        f"RETURNING {', '.join(returned[: len(_RETURNED)])}, {quote(str(meta.pk.column))}"
+    )
+    return sql, fields, event_fields
 
 
 def _on_finish(job: Job) -> None:
