@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
@@ -19,7 +20,7 @@ from django_fsm import TransitionNotAllowed, can_proceed
 from jobs import pipelines
 from jobs.durability import RELAX_EXPRESSION, relaxes_commits
 from jobs.errors import JobConflict, LeaseLost, TransitionRefused
-from jobs.models import FINISHED, LEASED, Actor, Job, JobEvent
+from jobs.models import FINISHED, LEASED, Actor, Job, JobEvent, StageRun
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,7 @@ def apply_transition(
     now: datetime | None = None,
     after_commit: Callable[[Job], None] | None = None,
     relaxed: bool = False,
+    close_run: RunClose | None = None,
     **params: Any,
 ) -> Job:
     """Run transition ``name`` on ``job`` and persist it as a compare-and-set.
@@ -189,8 +191,12 @@ def apply_transition(
     waiting for its WAL flush (jobs/durability.py), set by the UPDATE itself. ``due_by`` matches
     only a job without ``not_before`` or due by then (the claim); any other ``guard`` is a ``Q``.
 
+    ``close_run`` closes the worker's stage run in the same transaction (after the job's row),
+    and says in ``close_run.closed`` whether it was still running.
+
     Without a ``guard`` (every worker transition) the UPDATE's SQL is built once per transition
-    shape and backend (:func:`_transition_sql`); a ``Q`` guard goes through the ORM.
+    shape and backend (:func:`_transition_sql`); a ``Q`` guard goes through the ORM. On
+    PostgreSQL that one statement also appends the event and closes ``close_run``.
     """
     now = now or timezone.now()
     if expected_version is not None and expected_version != job.version:
@@ -236,8 +242,15 @@ def apply_transition(
                 reason=reason,
                 at=now,
             )
-            shape = _Shape(tuple(sorted(written)), rising, token is not None, due_by is not None, relax)
-            row = _compare_and_set(job, shape, source_status, source_version, token, due_by, event)
+            shape = _Shape(
+                tuple(sorted(written)),
+                rising,
+                token is not None,
+                due_by is not None,
+                relax,
+                close_run is not None,
+            )
+            row = _compare_and_set(job, shape, source_status, source_version, token, due_by, event, close_run)
         else:
             event = None
             changes: dict[str, Any] = {field: getattr(job, field) for field in written}
@@ -252,7 +265,9 @@ def apply_transition(
         if row is None:
             raise _why_not(job.pk, token)
         job.progress, job.processed, job.total = row[: len(_RETURNED)]
-        if event is not None and len(row) > len(_RETURNED):  # inserted by the same statement
+        folded = event is not None and len(row) > len(_RETURNED)
+        if folded:  # the event was inserted by the same statement
+            assert event is not None
             event.progress, event.processed, event.total = row[: len(_RETURNED)]
             event.pk = row[len(_RETURNED)]
             event._state.adding = False
@@ -268,6 +283,13 @@ def apply_transition(
                 reason=reason,
                 at=now,
             )
+        if close_run is not None:
+            if folded:
+                close_run.closed = bool(row[len(_RETURNED) + 1])
+            else:
+                changes = {"outcome": close_run.outcome, "finished_at": close_run.at}
+                running = {"outcome": StageRun.Outcome.RUNNING}
+                close_run.closed = bool(update_row(StageRun, close_run.pk, changes, expect=running))
         if job.status in FINISHED and source_status not in FINISHED:
             _on_finish(job)
         if after_commit is not None:
@@ -278,6 +300,17 @@ def apply_transition(
 _RETURNED = ("progress", "processed", "total")
 
 
+@dataclass
+class RunClose:
+    """A stage run a transition closes with ``outcome`` at ``at``, if it is still running;
+    ``closed`` says whether it was (set by :func:`apply_transition`)."""
+
+    pk: Any
+    outcome: str
+    at: datetime
+    closed: bool | None = None
+
+
 class _Shape(NamedTuple):
     """What the SQL of a transition's compare-and-set depends on (besides the backend)."""
 
@@ -286,6 +319,7 @@ class _Shape(NamedTuple):
     fenced: bool  # a worker acts: its token must still be the lease
     due: bool  # only a job that is due (the claim)
     relax: bool  # the transaction's commit is relaxed (jobs/durability.py)
+    close: bool  # a stage run is closed by the same statement (PostgreSQL)
 
 
 def _compare_and_set(
@@ -296,13 +330,15 @@ def _compare_and_set(
     token: str | None,
     due_by: datetime | None,
     event: JobEvent,
+    close_run: RunClose | None,
 ) -> tuple[Any, ...] | None:
     """The transition's UPDATE ... RETURNING with pre-built SQL; the row or None.
 
     On PostgreSQL the same statement inserts ``event`` (with the row's progress) for a matched
     row and returns its id after the row: one round trip per transition instead of two. The
     event still follows the job row's lock (it reads the UPDATE's output), so event ids of one
-    job keep their commit order."""
+    job keep their commit order. A ``close_run`` is closed there too, after the job's row (the
+    lock order of every other writer of both), and whether it was still running comes last."""
     vendor = connection.vendor
     sql, fields, event_fields = _transition_sql(shape, vendor)
     params = [field.get_db_prep_save(getattr(job, field.attname), connection) for field in fields]
@@ -312,6 +348,14 @@ def _compare_and_set(
     if due_by is not None:
         params.append(Job._meta.get_field("not_before").get_db_prep_value(due_by, connection))
     params += [field.get_db_prep_save(getattr(event, field.attname), connection) for field in event_fields]
+    if shape.close and event_fields:
+        assert close_run is not None
+        params += [
+            close_run.outcome,
+            StageRun._meta.get_field("finished_at").get_db_prep_value(close_run.at, connection),
+            close_run.pk,
+            str(StageRun.Outcome.RUNNING),
+        ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -349,11 +393,23 @@ def _transition_sql(shape: _Shape, vendor: str) -> tuple[str, tuple[Any, ...], t
     columns = tuple(f for f in meta.concrete_fields if not f.primary_key)
     event_fields = tuple(f for f in columns if f.name not in _RETURNED)
     values = ", ".join(f"j.{quote(f.name)}" if f.name in _RETURNED else "%s" for f in columns)
-    sql = (
-        f"WITH j AS ({update}) "
+    insert = (
         f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(str(f.column)) for f in columns)}) "
         f"SELECT {values} FROM j{' WHERE j.relaxed IS NOT NULL' if shape.relax else ''} "
-        f"RETURNING {', '.join(returned[: len(_RETURNED)])}, {quote(str(meta.pk.column))}"
+    )
+    event_id = quote(str(meta.pk.column))
+    if not shape.close:
+        sql = f"WITH j AS ({update}) {insert}RETURNING {', '.join(returned[: len(_RETURNED)])}, {event_id}"
+        return sql, fields, event_fields
+    run = StageRun._meta
+    close = (
+        f"UPDATE {quote(run.db_table)} SET {quote('outcome')} = %s, {quote('finished_at')} = %s "
+        f"WHERE {quote('id')} = %s AND {quote('outcome')} = %s AND EXISTS (SELECT 1 FROM j) RETURNING 1"
+    )
+    progress = ", ".join(f"j.{name}" for name in returned[: len(_RETURNED)])
+    sql = (
+        f"WITH j AS ({update}), e AS ({insert}RETURNING {event_id}), r AS ({close}) "
+        f"SELECT {progress}, (SELECT {event_id} FROM e), (SELECT count(*) FROM r) FROM j"
     )
     return sql, fields, event_fields
 

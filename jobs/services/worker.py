@@ -44,6 +44,7 @@ from jobs.retry import decide
 from jobs.services.cleanup import job_run_cleanup
 from jobs.services.transition import (
     EventSource,
+    RunClose,
     append_event,
     apply_transition,
     insert_row,
@@ -287,6 +288,16 @@ def _finish_run(claim: Claim, outcome: str, **detail: Any) -> None:
         timing_run_finished(kind=claim.job.kind, run=claim.run, outcome=outcome, at=now)
 
 
+def _closing(claim: Claim, outcome: str) -> RunClose:
+    """The stage run to close with the transition that ends it (one statement on PostgreSQL)."""
+    return RunClose(pk=claim.run.pk, outcome=outcome, at=timezone.now())
+
+
+def _closed(claim: Claim, close: RunClose) -> None:
+    if close.closed:
+        timing_run_finished(kind=claim.job.kind, run=claim.run, outcome=close.outcome, at=close.at)
+
+
 def job_complete_stage(
     *,
     claim: Claim,
@@ -311,6 +322,7 @@ def job_complete_stage(
     worker = claim.run.worker_name
     if nxt is None:
         with transaction.atomic():
+            close = _closing(claim, StageRun.Outcome.READY)
             apply_transition(
                 job,
                 "publish",
@@ -318,10 +330,11 @@ def job_complete_stage(
                 actor_name=worker,
                 token=claim.token,
                 reason="published",
+                close_run=close,
             )
             if pipeline.publish is not None:
                 pipeline.publish(job)  # may raise to refuse; the whole publish rolls back
-            _finish_run(claim, StageRun.Outcome.READY)
+            _closed(claim, close)
             dispatch_next_of_tenant(job.tenant)
         return None
     skipped_stages = [*job.skipped_stages, job.stage] if skipped else list(job.skipped_stages)
@@ -331,6 +344,7 @@ def job_complete_stage(
     outcome = StageRun.Outcome.SKIPPED if skipped else StageRun.Outcome.ADVANCED
     progress = pipeline.progress_at(nxt.name)
     with transaction.atomic():
+        close = _closing(claim, outcome)
         if not continue_inline:
             apply_transition(
                 job,
@@ -344,8 +358,9 @@ def job_complete_stage(
                 progress=progress,
                 skipped=skipped_stages,
                 after_commit=dispatch_if_due,
+                close_run=close,
             )
-            _finish_run(claim, outcome)
+            _closed(claim, close)
             return None
         token = uuid.uuid4().hex
         apply_transition(
@@ -361,8 +376,9 @@ def job_complete_stage(
             skipped=skipped_stages,
             new_token=token,
             lease=_lease_seconds(),
+            close_run=close,
         )
-        _finish_run(claim, outcome)
+        _closed(claim, close)
         return Claim(job=job, token=token, run=_start_run(job, token, worker))
 
 
