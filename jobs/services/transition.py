@@ -21,6 +21,7 @@ from jobs import pipelines
 from jobs.durability import RELAX_EXPRESSION, relaxes_commits
 from jobs.errors import JobConflict, LeaseLost, TransitionRefused
 from jobs.models import FINISHED, LEASED, Actor, Job, JobEvent, StageRun
+from jobs.timings import Timing, timing_insert_sql, timing_of_claim, timing_params, timing_record
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +178,8 @@ def apply_transition(
     after_commit: Callable[[Job], None] | None = None,
     relaxed: bool = False,
     close_run: RunClose | None = None,
+    start_run: RunStart | None = None,
+    count_wait: bool = False,
     **params: Any,
 ) -> Job:
     """Run transition ``name`` on ``job`` and persist it as a compare-and-set.
@@ -191,12 +194,16 @@ def apply_transition(
     waiting for its WAL flush (jobs/durability.py), set by the UPDATE itself. ``due_by`` matches
     only a job without ``not_before`` or due by then (the claim); any other ``guard`` is a ``Q``.
 
-    ``close_run`` closes the worker's stage run in the same transaction (after the job's row),
-    and says in ``close_run.closed`` whether it was still running.
+    The worker's stage runs change with the transition, in the same transaction and after the
+    job's row: ``close_run`` closes the run it ends (``close_run.closed`` says whether it was
+    still running; only then is its ``duration`` counted), ``start_run`` starts the next one
+    (``start_run.run``), and ``count_wait`` counts the claim's queue wait in the histograms.
 
     Without a ``guard`` (every worker transition) the UPDATE's SQL is built once per transition
     shape and backend (:func:`_transition_sql`); a ``Q`` guard goes through the ORM. On
-    PostgreSQL that one statement also appends the event and closes ``close_run``.
+    PostgreSQL that one statement also appends the event and makes the stage-run and timing
+    writes, so a transition that finishes nothing needs no transaction of its own: a stage
+    move is one round trip.
     """
     now = now or timezone.now()
     if expected_version is not None and expected_version != job.version:
@@ -225,9 +232,14 @@ def apply_transition(
     written = declared["writes"] | _WRITTEN_BY_EVERY_TRANSITION
     rising = "progress" in written and not declared["lowers_progress"]
     relax = relaxed and relaxes_commits()
-    # Inside a caller's transaction no savepoint is needed: a refused UPDATE wrote nothing, and
-    # any database error aborts the caller's transaction anyway. Saves two round trips.
-    with transaction.atomic() if not connection.in_atomic_block else nullcontext():
+    finishing = job.status in FINISHED and source_status not in FINISHED
+    count = timing_of_claim(job) if count_wait else None
+    new_run = start_run.build(job) if start_run is not None else None
+    # One statement (PostgreSQL, pre-built, no finish hook) is a transaction by itself. Inside a
+    # caller's transaction no savepoint is needed: a refused UPDATE wrote nothing, and any
+    # database error aborts the caller's transaction anyway. Saves two round trips.
+    single = guard is None and connection.vendor == "postgresql" and not finishing
+    with transaction.atomic() if not (connection.in_atomic_block or single) else nullcontext():
         # The status write lives only here: a guarded compare-and-set, never a blind overwrite.
         # Progress reports do not bump the version, so the row may hold newer progress than the
         # copy this transition started from: the event must log the row's, returned by the UPDATE.
@@ -248,9 +260,14 @@ def apply_transition(
                 token is not None,
                 due_by is not None,
                 relax,
-                close_run is not None,
+                close=close_run is not None,
+                duration=close_run is not None and close_run.duration is not None,
+                count=count is not None,
+                start=new_run is not None,
             )
-            row = _compare_and_set(job, shape, source_status, source_version, token, due_by, event, close_run)
+            row = _compare_and_set(
+                job, shape, source_status, source_version, token, due_by, event, close_run, count, new_run
+            )
         else:
             event = None
             changes: dict[str, Any] = {field: getattr(job, field) for field in written}
@@ -283,14 +300,11 @@ def apply_transition(
                 reason=reason,
                 at=now,
             )
-        if close_run is not None:
-            if folded:
-                close_run.closed = bool(row[len(_RETURNED) + 1])
-            else:
-                changes = {"outcome": close_run.outcome, "finished_at": close_run.at}
-                running = {"outcome": StageRun.Outcome.RUNNING}
-                close_run.closed = bool(update_row(StageRun, close_run.pk, changes, expect=running))
-        if job.status in FINISHED and source_status not in FINISHED:
+        if folded:
+            _folded_runs(row[len(_RETURNED) + 1 :], close_run, new_run)
+        else:
+            _run_writes(close_run, new_run, count)
+        if finishing:
             _on_finish(job)
         if after_commit is not None:
             transaction.on_commit(lambda: after_commit(job))
@@ -303,12 +317,62 @@ _RETURNED = ("progress", "processed", "total")
 @dataclass
 class RunClose:
     """A stage run a transition closes with ``outcome`` at ``at``, if it is still running;
-    ``closed`` says whether it was (set by :func:`apply_transition`)."""
+    ``closed`` says whether it was (set by :func:`apply_transition`), and only then is
+    ``duration`` counted."""
 
     pk: Any
     outcome: str
     at: datetime
+    duration: Timing | None = None
     closed: bool | None = None
+
+
+@dataclass
+class RunStart:
+    """The stage run a worker's transition starts, under ``token``; ``run`` once it is written
+    (set by :func:`apply_transition`)."""
+
+    token: str
+    worker: str
+    run: StageRun | None = None
+
+    def build(self, job: Job) -> StageRun:
+        """The run of the job's stage and attempt as the transition left them (unsaved)."""
+        self.run = StageRun(
+            job=job,
+            stage=job.stage,
+            attempt=job.attempt,
+            worker_token=self.token,
+            worker_name=self.worker,
+            started_at=job.heartbeat_at or timezone.now(),
+            hints=job.hints,
+        )
+        return self.run
+
+
+def _run_writes(close_run: RunClose | None, start_run: StageRun | None, count: Timing | None) -> None:
+    """The stage-run and timing writes of a transition, each a statement of its own."""
+    if close_run is not None:
+        changes = {"outcome": close_run.outcome, "finished_at": close_run.at}
+        running = {"outcome": StageRun.Outcome.RUNNING}
+        close_run.closed = bool(update_row(StageRun, close_run.pk, changes, expect=running))
+        if close_run.closed and close_run.duration is not None:
+            timing_record(**close_run.duration._asdict())
+    if start_run is not None:
+        insert_row(start_run)  # SQL built once
+    if count is not None:
+        timing_record(**count._asdict())
+
+
+def _folded_runs(rest: tuple[Any, ...], close_run: RunClose | None, start_run: StageRun | None) -> None:
+    """What the transition's own statement returned of its stage-run writes."""
+    if close_run is not None:
+        close_run.closed = bool(rest[0])
+        rest = rest[1:]
+    if start_run is not None:
+        start_run.pk = rest[0]
+        start_run._state.adding = False
+        start_run._state.db = connection.alias
 
 
 class _Shape(NamedTuple):
@@ -319,7 +383,11 @@ class _Shape(NamedTuple):
     fenced: bool  # a worker acts: its token must still be the lease
     due: bool  # only a job that is due (the claim)
     relax: bool  # the transaction's commit is relaxed (jobs/durability.py)
-    close: bool  # a stage run is closed by the same statement (PostgreSQL)
+    # PostgreSQL: what else the same statement writes
+    close: bool  # closes a stage run ...
+    duration: bool  # ... and counts its duration if it was still running
+    count: bool  # counts a timing (the claim's queue wait)
+    start: bool  # inserts the next stage run
 
 
 def _compare_and_set(
@@ -331,6 +399,8 @@ def _compare_and_set(
     due_by: datetime | None,
     event: JobEvent,
     close_run: RunClose | None,
+    count: Timing | None,
+    start_run: StageRun | None,
 ) -> tuple[Any, ...] | None:
     """The transition's UPDATE ... RETURNING with pre-built SQL; the row or None.
 
@@ -348,14 +418,21 @@ def _compare_and_set(
     if due_by is not None:
         params.append(Job._meta.get_field("not_before").get_db_prep_value(due_by, connection))
     params += [field.get_db_prep_save(getattr(event, field.attname), connection) for field in event_fields]
-    if shape.close and event_fields:
-        assert close_run is not None
-        params += [
-            close_run.outcome,
-            StageRun._meta.get_field("finished_at").get_db_prep_value(close_run.at, connection),
-            close_run.pk,
-            str(StageRun.Outcome.RUNNING),
-        ]
+    if event_fields:  # the stage-run and timing writes folded in (PostgreSQL), in SQL order
+        if close_run is not None:
+            params += [
+                close_run.outcome,
+                StageRun._meta.get_field("finished_at").get_db_prep_value(close_run.at, connection),
+                close_run.pk,
+                str(StageRun.Outcome.RUNNING),
+            ]
+            if close_run.duration is not None:
+                params += timing_params(close_run.duration)
+        if count is not None:
+            params += timing_params(count)
+        if start_run is not None:
+            _, run_fields = _insert_sql(StageRun, vendor)
+            params += [f.get_db_prep_save(getattr(start_run, f.attname), connection) for f in run_fields]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -398,19 +475,36 @@ def _transition_sql(shape: _Shape, vendor: str) -> tuple[str, tuple[Any, ...], t
         f"SELECT {values} FROM j{' WHERE j.relaxed IS NOT NULL' if shape.relax else ''} "
     )
     event_id = quote(str(meta.pk.column))
-    if not shape.close:
+    if not (shape.close or shape.count or shape.start):
         sql = f"WITH j AS ({update}) {insert}RETURNING {', '.join(returned[: len(_RETURNED)])}, {event_id}"
         return sql, fields, event_fields
+    # Each write below runs only for a matched job row, after its lock (it reads j): the lock
+    # order of every other writer (job, then stage run, then the timing rows).
     run = StageRun._meta
-    close = (
-        f"UPDATE {quote(run.db_table)} SET {quote('outcome')} = %s, {quote('finished_at')} = %s "
-        f"WHERE {quote('id')} = %s AND {quote('outcome')} = %s AND EXISTS (SELECT 1 FROM j) RETURNING 1"
-    )
-    progress = ", ".join(f"j.{name}" for name in returned[: len(_RETURNED)])
-    sql = (
-        f"WITH j AS ({update}), e AS ({insert}RETURNING {event_id}), r AS ({close}) "
-        f"SELECT {progress}, (SELECT {event_id} FROM e), (SELECT count(*) FROM r) FROM j"
-    )
+    parts = [f"j AS ({update})", f"e AS ({insert}RETURNING {event_id})"]
+    results = [f"j.{name}" for name in returned[: len(_RETURNED)]] + [f"(SELECT {event_id} FROM e)"]
+    if shape.close:
+        parts.append(
+            f"r AS (UPDATE {quote(run.db_table)} SET {quote('outcome')} = %s, {quote('finished_at')} = %s "
+            f"WHERE {quote('id')} = %s AND {quote('outcome')} = %s AND EXISTS (SELECT 1 FROM j) RETURNING 1)"
+        )
+        results.append("(SELECT count(*) FROM r)")
+        if shape.duration:
+            parts.append(f"d AS ({timing_insert_sql('EXISTS (SELECT 1 FROM r)')})")
+    if shape.count:
+        parts.append(f"w AS ({timing_insert_sql('EXISTS (SELECT 1 FROM j)')})")
+    if shape.start:
+        _, run_fields = _insert_sql(StageRun, vendor)
+        # After the close: the new run is "running" too (one running run per job).
+        after = " WHERE (SELECT count(*) FROM r) >= 0" if shape.close else ""
+        run_id = quote(str(run.pk.column))
+        columns = ", ".join(quote(str(f.column)) for f in run_fields)
+        parts.append(
+            f"n AS (INSERT INTO {quote(run.db_table)} ({columns}) "
+            f"SELECT {', '.join(['%s'] * len(run_fields))} FROM j{after} RETURNING {run_id})"
+        )
+        results.append(f"(SELECT {run_id} FROM n)")
+    sql = f"WITH {', '.join(parts)} SELECT {', '.join(results)} FROM j"
     return sql, fields, event_fields
 
 

@@ -45,13 +45,13 @@ from jobs.services.cleanup import job_run_cleanup
 from jobs.services.transition import (
     EventSource,
     RunClose,
+    RunStart,
     append_event,
     apply_transition,
-    insert_row,
     update_returning,
     update_row,
 )
-from jobs.timings import timing_claimed, timing_run_finished
+from jobs.timings import timing_of_run, timing_run_finished
 
 log = logging.getLogger(__name__)
 
@@ -90,24 +90,11 @@ def _claim_loaded(job: Job, worker: str, *, reason: str) -> Claim:
         worker=worker,
         lease=_lease_seconds(),
         new_token=token,
+        start_run=(start := RunStart(token, worker)),
+        count_wait=True,  # last in the claim: the histogram row stays locked briefly
     )
-    run = _start_run(job, token, worker)
-    timing_claimed(job)  # last in the claim's transaction: the histogram row stays locked briefly
-    return Claim(job=job, token=token, run=run)
-
-
-def _start_run(job: Job, token: str, worker: str) -> StageRun:
-    run = StageRun(
-        job=job,
-        stage=job.stage,
-        attempt=job.attempt,
-        worker_token=token,
-        worker_name=worker,
-        started_at=job.heartbeat_at or timezone.now(),
-        hints=job.hints,
-    )
-    insert_row(run)  # one per stage: SQL built once
-    return run
+    assert start.run is not None
+    return Claim(job=job, token=token, run=start.run)
 
 
 def job_claim(*, job_id: Any, worker: str | None = None) -> Claim | None:
@@ -289,13 +276,10 @@ def _finish_run(claim: Claim, outcome: str, **detail: Any) -> None:
 
 
 def _closing(claim: Claim, outcome: str) -> RunClose:
-    """The stage run to close with the transition that ends it (one statement on PostgreSQL)."""
-    return RunClose(pk=claim.run.pk, outcome=outcome, at=timezone.now())
-
-
-def _closed(claim: Claim, close: RunClose) -> None:
-    if close.closed:
-        timing_run_finished(kind=claim.job.kind, run=claim.run, outcome=close.outcome, at=close.at)
+    """The stage run to close with the transition that ends it, and its duration to count."""
+    now = timezone.now()
+    duration = timing_of_run(kind=claim.job.kind, run=claim.run, outcome=outcome, at=now)
+    return RunClose(pk=claim.run.pk, outcome=outcome, at=now, duration=duration)
 
 
 def job_complete_stage(
@@ -334,7 +318,6 @@ def job_complete_stage(
             )
             if pipeline.publish is not None:
                 pipeline.publish(job)  # may raise to refuse; the whole publish rolls back
-            _closed(claim, close)
             dispatch_next_of_tenant(job.tenant)
         return None
     skipped_stages = [*job.skipped_stages, job.stage] if skipped else list(job.skipped_stages)
@@ -343,43 +326,44 @@ def job_complete_stage(
     reason += "".join(f"; {name} skipped" for name in passed)
     outcome = StageRun.Outcome.SKIPPED if skipped else StageRun.Outcome.ADVANCED
     progress = pipeline.progress_at(nxt.name)
-    with transaction.atomic():
-        close = _closing(claim, outcome)
-        if not continue_inline:
-            apply_transition(
-                job,
-                "advance",
-                relaxed=True,  # a lost stage move repeats the stage: its outputs are keyed
-                actor=Actor.WORKER,
-                actor_name=worker,
-                token=claim.token,
-                reason=reason,
-                next_stage=nxt.name,
-                progress=progress,
-                skipped=skipped_stages,
-                after_commit=dispatch_if_due,
-                close_run=close,
-            )
-            _closed(claim, close)
-            return None
-        token = uuid.uuid4().hex
+    # The stage run closes (and the next one starts) with the transition, in its transaction:
+    # on PostgreSQL all in the transition's one statement, which needs no transaction block.
+    close = _closing(claim, outcome)
+    if not continue_inline:
         apply_transition(
             job,
-            "proceed",
-            relaxed=True,  # as advance; publish and failures stay durable
+            "advance",
+            relaxed=True,  # a lost stage move repeats the stage: its outputs are keyed
             actor=Actor.WORKER,
             actor_name=worker,
             token=claim.token,
-            reason=f"{reason}; {nxt.name} continued by the same worker",
+            reason=reason,
             next_stage=nxt.name,
             progress=progress,
             skipped=skipped_stages,
-            new_token=token,
-            lease=_lease_seconds(),
+            after_commit=dispatch_if_due,
             close_run=close,
         )
-        _closed(claim, close)
-        return Claim(job=job, token=token, run=_start_run(job, token, worker))
+        return None
+    token = uuid.uuid4().hex
+    apply_transition(
+        job,
+        "proceed",
+        relaxed=True,  # as advance; publish and failures stay durable
+        actor=Actor.WORKER,
+        actor_name=worker,
+        token=claim.token,
+        reason=f"{reason}; {nxt.name} continued by the same worker",
+        next_stage=nxt.name,
+        progress=progress,
+        skipped=skipped_stages,
+        new_token=token,
+        lease=_lease_seconds(),
+        close_run=close,
+        start_run=(start := RunStart(token, worker)),
+    )
+    assert start.run is not None
+    return Claim(job=job, token=token, run=start.run)
 
 
 def job_fail_stage(*, claim: Claim, error: BaseException, rng: random.Random | None = None) -> Job:
