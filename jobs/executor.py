@@ -87,12 +87,16 @@ class Watchdog(threading.Thread):
     def unwatch(self, watch: _Watch) -> None:
         """Stop watching; returns once no action on this stage runs or can start (a heartbeat or
         a time-out in progress finishes first, as joining the old per-stage thread did)."""
+        # The handler is out: a stuck-exit wait ends here, even if the time-out's StageTimeout
+        # lands in this thread while it waits below.
+        watch.released.set()
         with self._cond:
             watch.done = True
-            while watch.busy:
-                self._cond.wait()
-            self._watches.pop(id(watch), None)
-        watch.released.set()
+            try:
+                while watch.busy:
+                    self._cond.wait()
+            finally:
+                self._watches.pop(id(watch), None)
 
     def request_stop(self) -> None:
         """A graceful stop was asked for: flag every stage watched now and later."""
