@@ -1,5 +1,8 @@
 """The one compare-and-set helper every transition goes through, and the event log writer."""
 
+# long-module: the compare-and-set and the SQL it is pre-built as (with the event and stage-run
+# writes folded into it on PostgreSQL) must be read together to check the fencing and lock order.
+
 from __future__ import annotations
 
 import logging
