@@ -151,14 +151,20 @@ def update_row(model: type[models.Model], pk: Any, changes: dict[str, Any], *, e
         return cursor.rowcount
 
 
+def _field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
+    field = model._meta.get_field(name)
+    assert isinstance(field, models.Field)  # a concrete column, never a reverse relation
+    return field
+
+
 @cache
 def _update_sql(
     model: type[models.Model], changed: tuple[str, ...], expected: tuple[str, ...], vendor: str
 ) -> tuple[str, tuple[Any, ...], tuple[Any, ...]]:
     quote = connection.ops.quote_name
     meta = model._meta
-    set_fields = tuple(meta.get_field(name) for name in changed)
-    where_fields = tuple(meta.get_field(name) for name in expected)
+    set_fields = tuple(_field(model, name) for name in changed)
+    where_fields = tuple(_field(model, name) for name in expected)
     assignments = ", ".join(f"{quote(str(f.column))} = %s" for f in set_fields)
     conditions = "".join(f" AND {quote(str(f.column))} = %s" for f in where_fields)
     pk = quote(str(meta.pk.column))
@@ -265,7 +271,7 @@ def apply_transition(
                 relax,
                 close=close_run is not None,
                 duration=close_run is not None and close_run.duration is not None,
-                count=count is not None,
+                wait=count is not None,
                 start=new_run is not None,
             )
             row = _compare_and_set(
@@ -389,7 +395,7 @@ class _Shape(NamedTuple):
     # PostgreSQL: what else the same statement writes
     close: bool  # closes a stage run ...
     duration: bool  # ... and counts its duration if it was still running
-    count: bool  # counts a timing (the claim's queue wait)
+    wait: bool  # counts a timing (the claim's queue wait)
     start: bool  # inserts the next stage run
 
 
@@ -448,7 +454,7 @@ def _transition_sql(shape: _Shape, vendor: str) -> tuple[str, tuple[Any, ...], t
     through the ORM from the same conditions, built once per process; on PostgreSQL with the
     event's INSERT folded in (``event_fields``: the event's columns sent as parameters)."""
     quote = connection.ops.quote_name
-    fields = tuple(Job._meta.get_field(name) for name in shape.written)
+    fields = tuple(_field(Job, name) for name in shape.written)
     greatest = "MAX" if vendor == "sqlite" else "GREATEST"  # as Django's Greatest compiles
     assignments = []
     for field in fields:
@@ -478,7 +484,7 @@ def _transition_sql(shape: _Shape, vendor: str) -> tuple[str, tuple[Any, ...], t
         f"SELECT {values} FROM j{' WHERE j.relaxed IS NOT NULL' if shape.relax else ''} "
     )
     event_id = quote(str(meta.pk.column))
-    if not (shape.close or shape.count or shape.start):
+    if not (shape.close or shape.wait or shape.start):
         sql = f"WITH j AS ({update}) {insert}RETURNING {', '.join(returned[: len(_RETURNED)])}, {event_id}"
         return sql, fields, event_fields
     # Each write below runs only for a matched job row, after its lock (it reads j): the lock
@@ -494,16 +500,16 @@ def _transition_sql(shape: _Shape, vendor: str) -> tuple[str, tuple[Any, ...], t
         results.append("(SELECT count(*) FROM r)")
         if shape.duration:
             parts.append(f"d AS ({timing_insert_sql('EXISTS (SELECT 1 FROM r)')})")
-    if shape.count:
+    if shape.wait:
         parts.append(f"w AS ({timing_insert_sql('EXISTS (SELECT 1 FROM j)')})")
     if shape.start:
         _, run_fields = _insert_sql(StageRun, vendor)
         # After the close: the new run is "running" too (one running run per job).
         after = " WHERE (SELECT count(*) FROM r) >= 0" if shape.close else ""
         run_id = quote(str(run.pk.column))
-        columns = ", ".join(quote(str(f.column)) for f in run_fields)
+        run_columns = ", ".join(quote(str(f.column)) for f in run_fields)
         parts.append(
-            f"n AS (INSERT INTO {quote(run.db_table)} ({columns}) "
+            f"n AS (INSERT INTO {quote(run.db_table)} ({run_columns}) "
             f"SELECT {', '.join(['%s'] * len(run_fields))} FROM j{after} RETURNING {run_id})"
         )
         results.append(f"(SELECT {run_id} FROM n)")
