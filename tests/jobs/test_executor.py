@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from django.utils import timezone
 from jobs import pipelines
 from jobs.context import StageContext
 from jobs.executor import Watchdog, run_job, watchdog
-from jobs.models import JobEvent, StageRun, Status
+from jobs.models import Job, JobEvent, StageRun, Status
 from jobs.services.lifecycle import job_cancel
 from jobs.services.reaper import reap
 from tests.conftest import wait_for
@@ -200,14 +200,20 @@ def test_one_watchdog_thread_renews_the_leases_of_every_stage_in_the_process(tmp
         pause.touch()
         jobs.append(new_job(pages=3, pause_file=str(pause), pause_at=1))
     threads = [in_thread(job.pk) for job in jobs]
+
+    def paused(job: Job) -> bool:
+        return Call.objects.filter(job_id=job.pk, stage="pages", unit=1).exists()
+
+    def beat(job: Job) -> datetime:
+        at = reload(job).heartbeat_at
+        assert at is not None  # a running job always has one (a check constraint)
+        return at
+
     try:
-        for job in jobs:
-            wait_for(
-                lambda job=job: Call.objects.filter(job_id=job.pk, stage="pages", unit=1).exists(), timeout=10
-            )
-        paused_at = {job.pk: reload(job).heartbeat_at for job in jobs}
+        wait_for(lambda: all(paused(job) for job in jobs), timeout=10)
+        paused_at = {job.pk: beat(job) for job in jobs}
         # Both stages hold still at a safe point; only the watchdog can move their heartbeats.
-        wait_for(lambda: all(reload(job).heartbeat_at > paused_at[job.pk] for job in jobs), timeout=10)
+        wait_for(lambda: all(beat(job) > paused_at[job.pk] for job in jobs), timeout=10)
         watchdogs = [t for t in threading.enumerate() if t.name == "jobs-watchdog"]
         assert watchdogs == [watchdog()]
     finally:
