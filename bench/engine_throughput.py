@@ -45,8 +45,15 @@ _TABLE = re.compile(
 )
 
 
+_WITH_WRITE = re.compile(r"^\s*WITH\s+\w+\s+AS\s+\(\s*(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
+
+
 def classify(sql: str) -> tuple[str, str]:
     head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+    if head == "WITH" and (inner := _WITH_WRITE.match(sql)):
+        # A write fed into another (the transition's UPDATE and its event's INSERT): counted
+        # by its first write, one statement and one round trip.
+        return classify(sql[inner.start(1) :])
     if head == "SELECT" and "pg_notify" in sql:
         return "NOTIFY", ""
     if head in ("SAVEPOINT", "RELEASE", "ROLLBACK"):

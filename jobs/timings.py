@@ -13,6 +13,7 @@ import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, NamedTuple
 
 from django.db import connection
 from django.db.models import Sum
@@ -41,6 +42,16 @@ def hour_of(at: datetime) -> datetime:
     return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
+class Timing(NamedTuple):
+    """One value to count: ``seconds`` of ``metric`` for ``kind``/``stage``, measured at ``at``."""
+
+    kind: str
+    stage: str
+    metric: str
+    seconds: float
+    at: datetime
+
+
 def timing_record(*, kind: str, stage: str, metric: str, seconds: float, at: datetime) -> None:
     """Count ``seconds`` in its bucket of ``at``'s hour and of the all-time total: one statement.
 
@@ -48,43 +59,88 @@ def timing_record(*, kind: str, stage: str, metric: str, seconds: float, at: dat
     rolls back) with it. The two rows are always locked in the same order (hour, then all-time),
     so concurrent writers wait for each other but never deadlock.
     """
-    seconds = max(0.0, seconds)
-    table = connection.ops.quote_name(TimingBucket._meta.db_table)
+    timing = Timing(kind, stage, metric, seconds, at)
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * 2)
+    sql = f"INSERT INTO {_table()} ({', '.join(_columns())}) VALUES {values} {upsert_clause()}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, timing_params(timing))
+
+
+def timing_params(timing: Timing) -> list[Any]:
+    """The parameters of the two rows (the hour's, then the all-time one) that count ``timing``."""
+    seconds = max(0.0, timing.seconds)
     bucket = bucket_of(seconds)
     adapt = connection.ops.adapt_datetimefield_value
-    rows = [(kind, stage, metric, adapt(hour), bucket, 1, seconds) for hour in (hour_of(at), ALL_TIME)]
-    q = connection.ops.quote_name
-    kind_, stage_, metric_, hour_, bucket_, count_, total_ = (
-        q(c) for c in ("kind", "stage", "metric", "hour", "bucket", "count", "total")
+    rows = [
+        (timing.kind, timing.stage, timing.metric, adapt(hour), bucket, 1, seconds)
+        for hour in (hour_of(timing.at), ALL_TIME)
+    ]
+    return [v for row in rows for v in row]
+
+
+def timing_insert_sql(condition: str) -> str:
+    """The upsert of :func:`timing_params`' two rows as a statement that may stand inside a
+    ``WITH`` (PostgreSQL), counting only when ``condition`` (SQL) holds."""
+    fields = [TimingBucket._meta.get_field(name) for name in _NAMES]
+    row = ", ".join(f"CAST(%s AS {field.db_type(connection)})" for field in fields)
+    return (
+        f"INSERT INTO {_table()} ({', '.join(_columns())}) "
+        f"SELECT v.* FROM (VALUES ({row}), ({row})) AS v WHERE {condition} {upsert_clause()}"
     )
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(rows))
-    sql = (
-        f"INSERT INTO {table} ({kind_}, {stage_}, {metric_}, {hour_}, {bucket_}, {count_}, {total_}) "
-        f"VALUES {values} ON CONFLICT ({hour_}, {kind_}, {stage_}, {metric_}, {bucket_}) DO UPDATE SET "
+
+
+_NAMES = ("kind", "stage", "metric", "hour", "bucket", "count", "total")
+
+
+def _table() -> str:
+    return connection.ops.quote_name(TimingBucket._meta.db_table)
+
+
+def _columns() -> list[str]:
+    return [connection.ops.quote_name(name) for name in _NAMES]
+
+
+def upsert_clause() -> str:
+    kind_, stage_, metric_, hour_, bucket_, count_, total_ = _columns()
+    table = _table()
+    return (
+        f"ON CONFLICT ({hour_}, {kind_}, {stage_}, {metric_}, {bucket_}) DO UPDATE SET "
         f"{count_} = {table}.{count_} + excluded.{count_}, {total_} = {table}.{total_} + excluded.{total_}"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [v for row in rows for v in row])
 
 
-def timing_claimed(job: Job) -> None:
-    """The hook of a claim: how long the job waited in the queue for this stage.
+def timing_of_claim(job: Job) -> Timing | None:
+    """What a claim counts: how long the job waited in the queue for this stage.
 
     A job that the retry policy sent back to the queue (``retry_later``, the only way a queued
     job keeps an error code) waited for its backoff, a delay chosen on purpose: not counted.
     """
     if job.error_code or job.queued_at is None or job.heartbeat_at is None:
-        return
+        return None
     seconds = (job.heartbeat_at - job.queued_at).total_seconds()
-    timing_record(kind=job.kind, stage=job.stage, metric=WAIT, seconds=seconds, at=job.heartbeat_at)
+    return Timing(job.kind, job.stage, WAIT, seconds, job.heartbeat_at)
+
+
+def timing_of_run(*, kind: str, run: StageRun, outcome: str, at: datetime) -> Timing | None:
+    """What a closed stage run counts: a completed attempt's duration (skips, failures and
+    cancels did not complete the work, so they are not durations of it)."""
+    if outcome not in COMPLETED:
+        return None
+    return Timing(kind, run.stage, DURATION, (at - run.started_at).total_seconds(), at)
+
+
+def timing_claimed(job: Job) -> None:
+    """The hook of a claim: count its queue wait (:func:`timing_of_claim`)."""
+    timing = timing_of_claim(job)
+    if timing is not None:
+        timing_record(**timing._asdict())
 
 
 def timing_run_finished(*, kind: str, run: StageRun, outcome: str, at: datetime) -> None:
-    """The hook of a closed stage run: a completed attempt's duration (skips, failures and
-    cancels did not complete the work, so they are not durations of it)."""
-    if outcome in COMPLETED:
-        seconds = (at - run.started_at).total_seconds()
-        timing_record(kind=kind, stage=run.stage, metric=DURATION, seconds=seconds, at=at)
+    """The hook of a closed stage run: count its duration (:func:`timing_of_run`)."""
+    timing = timing_of_run(kind=kind, run=run, outcome=outcome, at=at)
+    if timing is not None:
+        timing_record(**timing._asdict())
 
 
 @dataclass(frozen=True)

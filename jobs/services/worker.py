@@ -42,8 +42,16 @@ from jobs.models import LEASED, Actor, Job, JobEvent, StageRun, Status
 from jobs.quotas import quota_for
 from jobs.retry import decide
 from jobs.services.cleanup import job_run_cleanup
-from jobs.services.transition import EventSource, append_event, apply_transition, insert_row, update_returning
-from jobs.timings import timing_claimed, timing_run_finished
+from jobs.services.transition import (
+    EventSource,
+    RunClose,
+    RunStart,
+    append_event,
+    apply_transition,
+    update_returning,
+    update_row,
+)
+from jobs.timings import timing_of_run, timing_run_finished
 
 log = logging.getLogger(__name__)
 
@@ -78,28 +86,15 @@ def _claim_loaded(job: Job, worker: str, *, reason: str) -> Claim:
         actor=Actor.WORKER,
         actor_name=worker,
         reason=reason,
-        guard=Q(not_before__isnull=True) | Q(not_before__lte=timezone.now()),
+        due_by=timezone.now(),
         worker=worker,
         lease=_lease_seconds(),
         new_token=token,
+        start_run=(start := RunStart(token, worker)),
+        count_wait=True,  # last in the claim: the histogram row stays locked briefly
     )
-    run = _start_run(job, token, worker)
-    timing_claimed(job)  # last in the claim's transaction: the histogram row stays locked briefly
-    return Claim(job=job, token=token, run=run)
-
-
-def _start_run(job: Job, token: str, worker: str) -> StageRun:
-    run = StageRun(
-        job=job,
-        stage=job.stage,
-        attempt=job.attempt,
-        worker_token=token,
-        worker_name=worker,
-        started_at=job.heartbeat_at or timezone.now(),
-        hints=job.hints,
-    )
-    insert_row(run)  # one per stage: SQL built once
-    return run
+    assert start.run is not None
+    return Claim(job=job, token=token, run=start.run)
 
 
 def job_claim(*, job_id: Any, worker: str | None = None) -> Claim | None:
@@ -270,10 +265,21 @@ def fenced(*, job_id: Any, token: str) -> Iterator[None]:
 
 def _finish_run(claim: Claim, outcome: str, **detail: Any) -> None:
     now = timezone.now()
-    if StageRun.objects.filter(pk=claim.run.pk, outcome=StageRun.Outcome.RUNNING).update(
-        outcome=outcome, finished_at=now, **detail
+    # SQL built once per set of fields (one per stage on the hot path).
+    if update_row(
+        StageRun,
+        claim.run.pk,
+        {"outcome": outcome, "finished_at": now, **detail},
+        expect={"outcome": StageRun.Outcome.RUNNING},
     ):
         timing_run_finished(kind=claim.job.kind, run=claim.run, outcome=outcome, at=now)
+
+
+def _closing(claim: Claim, outcome: str) -> RunClose:
+    """The stage run to close with the transition that ends it, and its duration to count."""
+    now = timezone.now()
+    duration = timing_of_run(kind=claim.job.kind, run=claim.run, outcome=outcome, at=now)
+    return RunClose(pk=claim.run.pk, outcome=outcome, at=now, duration=duration)
 
 
 def job_complete_stage(
@@ -300,6 +306,7 @@ def job_complete_stage(
     worker = claim.run.worker_name
     if nxt is None:
         with transaction.atomic():
+            close = _closing(claim, StageRun.Outcome.READY)
             apply_transition(
                 job,
                 "publish",
@@ -307,10 +314,10 @@ def job_complete_stage(
                 actor_name=worker,
                 token=claim.token,
                 reason="published",
+                close_run=close,
             )
             if pipeline.publish is not None:
                 pipeline.publish(job)  # may raise to refuse; the whole publish rolls back
-            _finish_run(claim, StageRun.Outcome.READY)
             dispatch_next_of_tenant(job.tenant)
         return None
     skipped_stages = [*job.skipped_stages, job.stage] if skipped else list(job.skipped_stages)
@@ -319,40 +326,44 @@ def job_complete_stage(
     reason += "".join(f"; {name} skipped" for name in passed)
     outcome = StageRun.Outcome.SKIPPED if skipped else StageRun.Outcome.ADVANCED
     progress = pipeline.progress_at(nxt.name)
-    with transaction.atomic():
-        if not continue_inline:
-            apply_transition(
-                job,
-                "advance",
-                relaxed=True,  # a lost stage move repeats the stage: its outputs are keyed
-                actor=Actor.WORKER,
-                actor_name=worker,
-                token=claim.token,
-                reason=reason,
-                next_stage=nxt.name,
-                progress=progress,
-                skipped=skipped_stages,
-                after_commit=dispatch_if_due,
-            )
-            _finish_run(claim, outcome)
-            return None
-        token = uuid.uuid4().hex
+    # The stage run closes (and the next one starts) with the transition, in its transaction:
+    # on PostgreSQL all in the transition's one statement, which needs no transaction block.
+    close = _closing(claim, outcome)
+    if not continue_inline:
         apply_transition(
             job,
-            "proceed",
-            relaxed=True,  # as advance; publish and failures stay durable
+            "advance",
+            relaxed=True,  # a lost stage move repeats the stage: its outputs are keyed
             actor=Actor.WORKER,
             actor_name=worker,
             token=claim.token,
-            reason=f"{reason}; {nxt.name} continued by the same worker",
+            reason=reason,
             next_stage=nxt.name,
             progress=progress,
             skipped=skipped_stages,
-            new_token=token,
-            lease=_lease_seconds(),
+            after_commit=dispatch_if_due,
+            close_run=close,
         )
-        _finish_run(claim, outcome)
-        return Claim(job=job, token=token, run=_start_run(job, token, worker))
+        return None
+    token = uuid.uuid4().hex
+    apply_transition(
+        job,
+        "proceed",
+        relaxed=True,  # as advance; publish and failures stay durable
+        actor=Actor.WORKER,
+        actor_name=worker,
+        token=claim.token,
+        reason=f"{reason}; {nxt.name} continued by the same worker",
+        next_stage=nxt.name,
+        progress=progress,
+        skipped=skipped_stages,
+        new_token=token,
+        lease=_lease_seconds(),
+        close_run=close,
+        start_run=(start := RunStart(token, worker)),
+    )
+    assert start.run is not None
+    return Claim(job=job, token=token, run=start.run)
 
 
 def job_fail_stage(*, claim: Claim, error: BaseException, rng: random.Random | None = None) -> Job:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,8 +15,8 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs import pipelines
-from jobs.executor import run_job
-from jobs.models import JobEvent, StageRun, Status
+from jobs.executor import run_job, watchdog
+from jobs.models import Job, JobEvent, StageRun, Status
 from jobs.services.lifecycle import job_cancel
 from jobs.services.reaper import reap
 from tests.conftest import wait_for
@@ -190,3 +190,36 @@ def test_a_worker_whose_job_was_taken_over_steps_back_and_writes_nothing(tmp_pat
         0
     ]
     assert Output.objects.filter(job_id=job.pk).count() == 3
+
+
+def test_one_watchdog_thread_renews_the_leases_of_every_stage_in_the_process(tmp_path: Path):
+    pauses = [tmp_path / "pause-a", tmp_path / "pause-b"]
+    jobs = []
+    for pause in pauses:
+        pause.touch()
+        jobs.append(new_job(pages=3, pause_file=str(pause), pause_at=1))
+    threads = [in_thread(job.pk) for job in jobs]
+
+    def paused(job: Job) -> bool:
+        return Call.objects.filter(job_id=job.pk, stage="pages", unit=1).exists()
+
+    def beat(job: Job) -> datetime:
+        at = reload(job).heartbeat_at
+        assert at is not None  # a running job always has one (a check constraint)
+        return at
+
+    try:
+        wait_for(lambda: all(paused(job) for job in jobs), timeout=10)
+        paused_at = {job.pk: beat(job) for job in jobs}
+        # Both stages hold still at a safe point; only the watchdog can move their heartbeats.
+        wait_for(lambda: all(beat(job) > paused_at[job.pk] for job in jobs), timeout=10)
+        watchdogs = [t for t in threading.enumerate() if t.name == "jobs-watchdog"]
+        assert watchdogs == [watchdog()]
+    finally:
+        for pause in pauses:
+            pause.unlink()
+        for thread in threads:
+            thread.join(timeout=10)
+    # The paged stage ended normally for both: the next stage (another pool) is queued.
+    assert [(reload(job).status, reload(job).stage) for job in jobs] == [(Status.QUEUED, "finish")] * 2
+    assert [t for t in threading.enumerate() if t.name == "jobs-watchdog"] == [watchdog()]
