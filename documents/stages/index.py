@@ -15,6 +15,7 @@ from django.conf import settings
 from documents.causes import EMPTY_INPUT, INDEX_WRITE_FAILED
 from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
 from documents.retrieval.text import query_tokens, search_text
+from documents.rows import insert_rows
 from documents.search import search
 from documents.stages.common import version_of
 from documents.stages.embed import embed_missing
@@ -23,6 +24,16 @@ from jobs.errors import StageFailure
 
 # Words of a chunk the probe searches for: a phrase, as a user would type it.
 PROBE_WORDS = 12
+ENTRY_FIELDS = (
+    "tenant_id",
+    "document_id",
+    "version_id",
+    "chunk_id",
+    "ordinal",
+    "batch",
+    "embedder",
+    "search_text",
+)
 
 
 def run(ctx: StageContext) -> None:
@@ -57,21 +68,13 @@ def copy_batch(version: DocumentVersion, batch: int, first: int, end: int) -> No
             "ordinal", "embedder"
         )
     )
-    chunks = Chunk.objects.filter(version=version, ordinal__in=embedded).only("pk", "ordinal", "text")
+    chunks = Chunk.objects.filter(version=version, ordinal__in=embedded).values_list("pk", "ordinal", "text")
+    tenant_id, document_id = version.document.tenant_id, version.document_id
     rows = [
-        IndexEntry(
-            tenant_id=version.document.tenant_id,
-            document_id=version.document_id,
-            version=version,
-            chunk_id=chunk.pk,
-            ordinal=chunk.ordinal,
-            batch=batch,
-            embedder=embedded[chunk.ordinal],
-            search_text=search_text(chunk.text),
-        )
-        for chunk in chunks
+        (tenant_id, document_id, version.pk, pk, ordinal, batch, embedded[ordinal], search_text(text))
+        for pk, ordinal, text in chunks
     ]
-    IndexEntry.objects.bulk_create(rows, ignore_conflicts=True)
+    insert_rows(IndexEntry, ENTRY_FIELDS, rows, skip_existing=True)
 
 
 def probe(ctx: StageContext) -> None:
