@@ -8,6 +8,7 @@ are invisible to users until that commit points the document at the version.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from django.conf import settings
@@ -24,6 +25,7 @@ from jobs.errors import StageFailure
 
 # Words of a chunk the probe searches for: a phrase, as a user would type it.
 PROBE_WORDS = 12
+PROBE_PAGE = 20  # chunks read at a time while looking for that phrase
 ENTRY_FIELDS = (
     "tenant_id",
     "document_id",
@@ -87,10 +89,17 @@ def probe(ctx: StageContext) -> None:
     version = version_of(ctx)
     phrase = ""
     texts = Chunk.objects.filter(version=version).order_by("ordinal").values_list("text", flat=True)
-    for text in texts.iterator(chunk_size=20):  # stops reading at the first usable chunk
-        words = text.split()[:PROBE_WORDS]
-        if query_tokens(" ".join(words)):
-            phrase = " ".join(words)
+    # Read a page of chunks at a time, stopping at the first usable one (plain LIMIT queries: on
+    # PostgreSQL an iterator outside a transaction is a WITH HOLD cursor, which materialises
+    # every chunk's text before the first row comes back).
+    for start in itertools.count(0, PROBE_PAGE):
+        page = list(texts[start : start + PROBE_PAGE])
+        for text in page:
+            words = text.split()[:PROBE_WORDS]
+            if query_tokens(" ".join(words)):
+                phrase = " ".join(words)
+                break
+        if phrase or len(page) < PROBE_PAGE:
             break
     if not phrase:
         raise StageFailure(EMPTY_INPUT.code, "no chunk has any searchable content")
