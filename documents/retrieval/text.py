@@ -17,6 +17,8 @@ import unicodedata
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
 _CJK_RUN = re.compile(rf"[{_CJK}]+")
+# What _TOKEN finds in ASCII text (NFKC leaves ASCII as it is): a third of the time per chunk.
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
 
 # A query of hundreds of words is a pasted paragraph: its first terms say enough, and an OR of
 # thousands of terms would make every row a candidate.
@@ -37,6 +39,13 @@ def _cjk_grams(run: str, *, unigrams: bool) -> list[str]:
 def search_text(text: str) -> str:
     """What the full-text index stores for ``text``: lowercased words, CJK runs as their
     characters and character bigrams, all space-separated."""
+    if text.isascii():
+        return " ".join(_ASCII_WORD.findall(text.lower()))
+    return _search_text_any(text)
+
+
+def _search_text_any(text: str) -> str:
+    """:func:`search_text` for any text (the ASCII shortcut must give the same)."""
     out: list[str] = []
     for token in _TOKEN.findall(_normalise(text)):
         if _CJK_RUN.fullmatch(token):

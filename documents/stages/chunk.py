@@ -9,10 +9,13 @@ from django.conf import settings
 from documents.causes import EMPTY_INPUT, TOO_MANY_CHUNKS
 from documents.engines.chunking import Block, ChunkInputPage, chunk_pages, with_overlap
 from documents.models import Chunk, Page, VectorStoreFile
+from documents.rows import insert_rows
 from documents.services.dedup import copy_chunks, source_of
 from documents.stages.common import version_of
 from jobs.context import StageContext
 from jobs.errors import StageFailure
+
+CHUNK_FIELDS = ("version_id", "ordinal", "text", "page_start", "page_end", "heading_path")
 
 
 def input_pages(version_id: uuid.UUID) -> list[ChunkInputPage]:
@@ -69,18 +72,8 @@ def run(ctx: StageContext) -> None:
         raise StageFailure(
             TOO_MANY_CHUNKS.code, f"{len(chunks)} chunks, over the limit of {settings.DOCUMENTS_MAX_CHUNKS}"
         )
-    rows = [
-        Chunk(
-            version=version,
-            ordinal=c.ordinal,
-            text=c.text,
-            page_start=c.page_start,
-            page_end=c.page_end,
-            heading_path=list(c.heading_path),
-        )
-        for c in chunks
-    ]
+    rows = [(version.pk, c.ordinal, c.text, c.page_start, c.page_end, list(c.heading_path)) for c in chunks]
     # Replacing the version's chunks in one fenced transaction keeps a retry from mixing two runs.
     with ctx.write(checkpoint={"chunks": len(rows)}, done=len(rows), total=len(rows)):
         Chunk.objects.filter(version=version).delete()
-        Chunk.objects.bulk_create(rows, batch_size=500)
+        insert_rows(Chunk, CHUNK_FIELDS, rows)

@@ -17,9 +17,12 @@ from documents.embedders import tenant_embedders
 from documents.engines.embedding import Embedder
 from documents.models import Chunk, ChunkVector, DocumentVersion
 from documents.retrieval import pgvector
+from documents.rows import insert_rows
 from documents.services.dedup import copy_vectors, source_of
 from documents.stages.common import version_of
 from jobs.context import StageContext
+
+VECTOR_FIELDS = ("version_id", "ordinal", "batch", "embedder", "vector")
 
 
 def run(ctx: StageContext) -> None:
@@ -58,22 +61,34 @@ def write_vectors(
     version: DocumentVersion, batch: int, embedder: Embedder, ordinals: Sequence[int], vectors: np.ndarray
 ) -> None:
     """Store ``embedder``'s vectors of the version's chunks ``ordinals`` (rows already there are
-    left as they are). With pgvector the vector is stored once, in its column
-    (``ChunkVector.vector`` stays empty)."""
-    in_pgvector = pgvector.enabled(connection)
-    rows = [
-        ChunkVector(
-            version=version,
-            ordinal=ordinal,
-            batch=batch,
-            embedder=embedder.name,
-            vector=b"" if in_pgvector else v.tobytes(),
+    left as they are), in one statement. With pgvector the vector is stored once, in its column
+    (``ChunkVector.vector`` stays empty; a row left without it, written before the database had
+    pgvector, gets it)."""
+    if not len(ordinals):
+        return
+    rows: list[tuple[object, ...]]
+    if pgvector.enabled(connection):
+        rows = [
+            (version.pk, ordinal, batch, embedder.name, b"", pgvector.literal(v))
+            for ordinal, v in zip(ordinals, vectors, strict=True)
+        ]
+        column = pgvector.COLUMN
+        insert_rows(
+            ChunkVector,
+            VECTOR_FIELDS,
+            rows,
+            extra=[(column, "text", "{}::vector")],
+            on_conflict=(
+                f"ON CONFLICT (version_id, ordinal, embedder) DO UPDATE SET {column} = EXCLUDED.{column} "
+                f"WHERE documents_chunkvector.{column} IS NULL"
+            ),
         )
+        return
+    rows = [
+        (version.pk, ordinal, batch, embedder.name, v.tobytes())
         for ordinal, v in zip(ordinals, vectors, strict=True)
     ]
-    ChunkVector.objects.bulk_create(rows, ignore_conflicts=True)
-    if in_pgvector and rows:
-        pgvector.write(connection, version.pk, dict(zip(ordinals, vectors, strict=True)), embedder.name)
+    insert_rows(ChunkVector, VECTOR_FIELDS, rows, skip_existing=True)
 
 
 def prepare_index(embedder: Embedder, vectors: np.ndarray) -> None:

@@ -8,6 +8,7 @@ are invisible to users until that commit points the document at the version.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from django.conf import settings
@@ -15,6 +16,7 @@ from django.conf import settings
 from documents.causes import EMPTY_INPUT, INDEX_WRITE_FAILED
 from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
 from documents.retrieval.text import query_tokens, search_text
+from documents.rows import insert_rows
 from documents.search import search
 from documents.stages.common import version_of
 from documents.stages.embed import embed_missing
@@ -23,6 +25,17 @@ from jobs.errors import StageFailure
 
 # Words of a chunk the probe searches for: a phrase, as a user would type it.
 PROBE_WORDS = 12
+PROBE_PAGE = 20  # chunks read at a time while looking for that phrase
+ENTRY_FIELDS = (
+    "tenant_id",
+    "document_id",
+    "version_id",
+    "chunk_id",
+    "ordinal",
+    "batch",
+    "embedder",
+    "search_text",
+)
 
 
 def run(ctx: StageContext) -> None:
@@ -57,21 +70,13 @@ def copy_batch(version: DocumentVersion, batch: int, first: int, end: int) -> No
             "ordinal", "embedder"
         )
     )
-    chunks = Chunk.objects.filter(version=version, ordinal__in=embedded).only("pk", "ordinal", "text")
+    chunks = Chunk.objects.filter(version=version, ordinal__in=embedded).values_list("pk", "ordinal", "text")
+    tenant_id, document_id = version.document.tenant_id, version.document_id
     rows = [
-        IndexEntry(
-            tenant_id=version.document.tenant_id,
-            document_id=version.document_id,
-            version=version,
-            chunk_id=chunk.pk,
-            ordinal=chunk.ordinal,
-            batch=batch,
-            embedder=embedded[chunk.ordinal],
-            search_text=search_text(chunk.text),
-        )
-        for chunk in chunks
+        (tenant_id, document_id, version.pk, pk, ordinal, batch, embedded[ordinal], search_text(text))
+        for pk, ordinal, text in chunks
     ]
-    IndexEntry.objects.bulk_create(rows, ignore_conflicts=True)
+    insert_rows(IndexEntry, ENTRY_FIELDS, rows, skip_existing=True)
 
 
 def probe(ctx: StageContext) -> None:
@@ -84,10 +89,17 @@ def probe(ctx: StageContext) -> None:
     version = version_of(ctx)
     phrase = ""
     texts = Chunk.objects.filter(version=version).order_by("ordinal").values_list("text", flat=True)
-    for text in texts.iterator(chunk_size=20):  # stops reading at the first usable chunk
-        words = text.split()[:PROBE_WORDS]
-        if query_tokens(" ".join(words)):
-            phrase = " ".join(words)
+    # Read a page of chunks at a time, stopping at the first usable one (plain LIMIT queries: on
+    # PostgreSQL an iterator outside a transaction is a WITH HOLD cursor, which materialises
+    # every chunk's text before the first row comes back).
+    for start in itertools.count(0, PROBE_PAGE):
+        page = list(texts[start : start + PROBE_PAGE])
+        for text in page:
+            words = text.split()[:PROBE_WORDS]
+            if query_tokens(" ".join(words)):
+                phrase = " ".join(words)
+                break
+        if phrase or len(page) < PROBE_PAGE:
             break
     if not phrase:
         raise StageFailure(EMPTY_INPUT.code, "no chunk has any searchable content")

@@ -12,11 +12,14 @@ from django.conf import settings
 from documents.causes import EMPTY_INPUT
 from documents.engines.parsing import Block, ParsedPage
 from documents.models import DocumentVersion, Page
+from documents.rows import insert_rows
 from documents.sandbox import parse_limits, sandbox_call
 from documents.services.dedup import copy_pages, source_of
 from documents.stages.common import local_file, version_of
 from jobs.context import StageContext
 from jobs.errors import StageFailure
+
+PAGE_FIELDS = ("version_id", "number", "text", "needs_ocr", "blocks", "ocr_engine", "ocr_attempts")
 
 
 def run(ctx: StageContext) -> None:
@@ -75,21 +78,13 @@ def _flush(
     ctx: StageContext, version: DocumentVersion, pages: list[ParsedPage], total: int, text_chars: int
 ) -> int:
     """Write a batch of pages with its checkpoint and progress; the last page number written."""
-    rows = [
-        Page(
-            version=version,
-            number=p.number,
-            text=p.text,
-            needs_ocr=p.needs_ocr,
-            blocks=_structure(p),
-        )
-        for p in pages
-    ]
+    rows = [(version.pk, p.number, p.text, p.needs_ocr, _structure(p), "", 0) for p in pages]
     # Page numbers start at 1: the last page written is also how many are done.
-    checkpoint = {"next_page": rows[-1].number, "text_chars": text_chars}
-    with ctx.write(checkpoint=checkpoint, done=rows[-1].number, total=total):
-        Page.objects.bulk_create(rows, ignore_conflicts=True)
-    return rows[-1].number
+    last = pages[-1].number
+    checkpoint = {"next_page": last, "text_chars": text_chars}
+    with ctx.write(checkpoint=checkpoint, done=last, total=total):
+        insert_rows(Page, PAGE_FIELDS, rows, skip_existing=True)
+    return last
 
 
 def _structure(page: ParsedPage) -> list[dict[str, object]]:

@@ -6,12 +6,16 @@ adds nothing."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from documents.causes import EMPTY_INPUT
 from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
 from documents.retrieval.text import search_text
+from documents.stages import index as index_stage
 from documents.stages.index import copy_batch
+from jobs.errors import StageFailure
 from jobs.models import Status
 from tests.documents import files
 from tests.documents.helpers import job_of, make_tenant, run_until_idle, top_hit, upload
@@ -58,3 +62,21 @@ def test_every_chunk_is_indexed_once_with_its_search_text_in_batches():
     # The same batch again, as a worker that lost its lease after committing would write it.
     copy_batch(version, 0, 0, 3)
     assert IndexEntry.objects.filter(version=version).count() == len(chunks)
+
+
+def test_the_probe_reads_past_a_page_of_chunks_without_a_searchable_word(monkeypatch):
+    tenant = make_tenant("acme")
+    result = upload(tenant, files.text_pdf(PAGES), "tides.pdf")
+    assert result.job is not None
+    run_until_idle(result.job.pk)
+    version = DocumentVersion.objects.get(pk=result.version.pk)
+    assert job_of(version).status == Status.READY
+    # The first page of chunks (2 at a time here) has nothing a query could look up.
+    monkeypatch.setattr(index_stage, "PROBE_PAGE", 2)
+    Chunk.objects.filter(version=version, ordinal__lt=3).update(text="-- ... --")
+    ctx = SimpleNamespace(input={"version_id": str(version.pk)})
+    index_stage.probe(ctx)  # the phrase of chunk 3 finds the version: it passes
+    Chunk.objects.filter(version=version).update(text="-- ... --")
+    with pytest.raises(StageFailure) as failure:
+        index_stage.probe(ctx)
+    assert failure.value.cause == EMPTY_INPUT.code

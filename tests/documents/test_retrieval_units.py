@@ -5,11 +5,34 @@ from __future__ import annotations
 import pytest
 
 from documents.retrieval.fusion import RRF_K, fuse
-from documents.retrieval.text import MAX_QUERY_TERMS, fts5_query, query_tokens, search_text, tsquery
+from documents.retrieval.text import (
+    MAX_QUERY_TERMS,
+    _search_text_any,
+    fts5_query,
+    query_tokens,
+    search_text,
+    tsquery,
+)
 
 
 def test_cjk_runs_are_indexed_as_characters_and_bigrams_and_words_stay_words():
     assert search_text("GPU加速的 Search-Engine") == "gpu 加 速 的 加速 速的 search engine"
+
+
+def test_ascii_text_is_indexed_by_its_shortcut_exactly_as_by_the_general_rule():
+    every_ascii = "".join(chr(c) for c in range(128))
+    texts = [
+        every_ascii,
+        every_ascii[::-1],
+        "Section 12: the_QUICK brown-fox (v2.0) costs $3,50; e.g. USB-C\tports\r\n",
+        "",
+        "___",
+        " ".join(every_ascii[i : i + 7] for i in range(0, 128, 3)),
+    ]
+    for text in texts:
+        assert text.isascii()
+        assert search_text(text) == _search_text_any(text)
+    assert search_text("the_QUICK fox9") == "the quick fox9"
 
 
 def test_a_cjk_query_looks_up_its_bigrams_and_a_single_character_itself():
