@@ -15,10 +15,11 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs import pipelines
-from jobs.executor import run_job, watchdog
+from jobs.executor import run_job
 from jobs.models import Job, JobEvent, StageRun, Status
 from jobs.services.lifecycle import job_cancel
 from jobs.services.reaper import reap
+from jobs.watchdog import watchdog
 from tests.conftest import wait_for
 from tests.jobs.helpers import new_job, reload
 from tests.testapp.models import Call, Cleaned, Output, Published
