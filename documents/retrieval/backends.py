@@ -20,6 +20,7 @@ afterwards, and neither reads more than its candidates' ids and scores into Pyth
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -132,12 +133,38 @@ SQLITE_COMMON_ROWS = 20_000
 # The most rows one query ranks: bounded work even for a query of only common words.
 SCAN_CAP = 10_000
 
+TOTAL_SQL = "SELECT count(*) FROM (SELECT 1 FROM documents_indexentry WHERE tenant_id = %s LIMIT %s) n"
 DF_SQL = """
-SELECT (SELECT count(*) FROM (SELECT 1 FROM documents_indexentry WHERE tenant_id = %s LIMIT %s) n),
-       array_agg((SELECT count(*) FROM (SELECT 1 FROM documents_indexentry e WHERE e.tenant_id = %s
+SELECT array_agg((SELECT count(*) FROM (SELECT 1 FROM documents_indexentry e WHERE e.tenant_id = %s
                   AND e.{tsv} @@ to_tsquery('simple', u.t) LIMIT %s) x) ORDER BY u.i)
 FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i)
 """
+# The full-text column's most common lexemes and the share of rows holding each, as ANALYZE
+# (autovacuum) samples them: PostgreSQL's statistics for a tsvector column.
+COMMON_TERMS_SQL = """
+SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats
+WHERE tablename = 'documents_indexentry' AND attname = %s
+"""
+# How long one process reuses the statistics above before reading them again.
+COMMON_TERMS_TTL = 300.0
+_common_terms: dict[Any, tuple[float, dict[str, float]]] = {}
+
+
+def common_terms() -> dict[str, float]:
+    """{lexeme: share of rows holding it} for the full-text column's most common lexemes
+    (empty until the table has been analysed)."""
+    key = (connection.settings_dict.get("HOST"), connection.settings_dict.get("NAME"))
+    now = time.monotonic()
+    cached = _common_terms.get(key)
+    if cached is None or now - cached[0] > COMMON_TERMS_TTL:
+        rows = _fetch(COMMON_TERMS_SQL, [TSV])
+        terms: dict[str, float] = {}
+        if rows and rows[0][0]:
+            # The frequencies array ends with three summary numbers (min, max, null share).
+            terms = dict(zip(rows[0][0], rows[0][1][: len(rows[0][0])], strict=True))
+        cached = _common_terms[key] = (now, terms)
+    return cached[1]
+
 
 RANK_SQL = """
 WITH w AS (SELECT to_tsquery('simple', u.t) AS q, u.idf FROM unnest(%s::text[], %s::float8[]) AS u(t, idf)),
@@ -148,10 +175,35 @@ ORDER BY s DESC, c.id LIMIT %s
 """
 
 
+def tenant_rows(tenant_id: int) -> int:
+    """The tenant's index entries, counted up to ``N_CAP`` (reused for ``COMMON_TERMS_TTL``:
+    it moves the idf of every term alike, and only while the tenant is small)."""
+    key = (connection.settings_dict.get("HOST"), connection.settings_dict.get("NAME"), tenant_id)
+    now = time.monotonic()
+    cached = _tenant_rows.get(key)
+    if cached is None or now - cached[0] > COMMON_TERMS_TTL or cached[1] < N_CAP:
+        [(n,)] = _fetch(TOTAL_SQL, [tenant_id, N_CAP])
+        cached = _tenant_rows[key] = (now, int(n))
+    return cached[1]
+
+
+_tenant_rows: dict[Any, tuple[float, int]] = {}
+
+
 def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
-    terms = [tsquery([t]) for t in tokens]
-    [(n, dfs)] = _fetch(DF_SQL.format(tsv=TSV), [scope.tenant_id, N_CAP, scope.tenant_id, DF_CAP, terms])
-    present = [(t, int(df)) for t, df in zip(terms, dfs or [], strict=True) if df]
+    n = tenant_rows(scope.tenant_id)
+    # A term among the column's most common lexemes is not counted: counting it would read its
+    # posting list of up to every row (the GIN index cannot stop at DF_CAP), and its frequency
+    # is known well enough from the statistics (the whole table's share, applied to this tenant).
+    # The others are rarer than the least common of those, so counting them is cheap.
+    shares = common_terms()
+    estimated = {t: min(DF_CAP, max(1, round(shares[t] * n))) for t in tokens if t in shares}
+    counted = [t for t in tokens if t not in estimated]
+    dfs: list[int] = []
+    if counted:
+        [(dfs,)] = _fetch(DF_SQL.format(tsv=TSV), [scope.tenant_id, DF_CAP, [tsquery([t]) for t in counted]])
+    df_of = {**estimated, **dict(zip(counted, dfs or [], strict=True))}
+    present = [(tsquery([t]), int(df_of[t])) for t in tokens if df_of.get(t)]
     if not present:
         return []
     idf = [math.log(1 + (n - df + 0.5) / (df + 0.5)) for _, df in present]
