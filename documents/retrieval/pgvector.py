@@ -128,12 +128,15 @@ def write(
 # Scopes with fewer entries than this are ranked exactly (filter first): cheaper than walking
 # the graph past other tenants' and filtered-out rows.
 EXACT_BELOW = 1000
-# The first look at the graph: this many nearest vectors of the embedder, whatever their scope.
-PROBE = 100
+# The first look at the graph: this many nearest vectors of the embedder, whatever their scope
+# (pgvector's default hnsw.ef_search is 40; the probe sets none and finds up to that many).
+PROBE = 40
 # hnsw.ef_search is sized so that about OVERSAMPLE x (the wanted rows / the scope's share of
 # the probe) candidates are found in the graph's first pass; pgvector caps it at 1,000.
-OVERSAMPLE = 2
+OVERSAMPLE = 10
 MAX_EF_SEARCH = 1000
+# The filtered pass fetches this many times the wanted rows, to re-order them by full precision.
+FETCH = 2
 
 
 def nearest(
@@ -184,17 +187,18 @@ def nearest(
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM (SELECT 1 {entries} LIMIT %s) s", [*params, EXACT_BELOW])
         if cursor.fetchone()[0] >= EXACT_BELOW:
-            wanted = max(PROBE, OVERSAMPLE * int(limit))
-            cursor.execute(f"SET LOCAL hnsw.ef_search = {min(MAX_EF_SEARCH, wanted)}")
-            cursor.execute(probe, [*params, query, embedder, query, wanted])
+            cursor.execute(probe, [*params, query, embedder, query, PROBE])
             seen = cursor.fetchall()
             rows = [(i, d) for i, d in seen if i is not None]
             share = max(1, len(rows)) / max(1, len(seen))
-            ef_search = math.ceil(OVERSAMPLE * int(limit) / share)
-            if len(rows) < limit or ef_search > wanted:
-                cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                cursor.execute(f"SET LOCAL hnsw.ef_search = {min(MAX_EF_SEARCH, max(PROBE, ef_search))}")
-                cursor.execute(filtered, [*params, query, embedder, *params, query, OVERSAMPLE * int(limit)])
+            ef_search = min(MAX_EF_SEARCH, max(PROBE, math.ceil(OVERSAMPLE * int(limit) / share)))
+            if len(rows) < limit or ef_search > PROBE:
+                cursor.execute(
+                    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+                    "set_config('hnsw.ef_search', %s, true)",
+                    [str(ef_search)],
+                )
+                cursor.execute(filtered, [*params, query, embedder, *params, query, FETCH * int(limit)])
                 rows = cursor.fetchall()
         if len(rows) < limit:
             cursor.execute(exact, [query, embedder, *params, limit])
