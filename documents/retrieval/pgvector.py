@@ -127,7 +127,7 @@ def write(
 
 # Scopes with fewer entries than this are ranked exactly (filter first): cheaper than walking
 # the graph past other tenants' and filtered-out rows.
-EXACT_BELOW = 1000
+EXACT_BELOW = 2000
 # The first look at the graph: this many nearest vectors of the embedder, whatever their scope
 # (pgvector's default hnsw.ef_search is 40; the probe sets none and finds up to that many).
 PROBE = 40
