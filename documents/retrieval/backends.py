@@ -20,6 +20,7 @@ afterwards, and neither reads more than its candidates' ids and scores into Pyth
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -132,26 +133,94 @@ SQLITE_COMMON_ROWS = 20_000
 # The most rows one query ranks: bounded work even for a query of only common words.
 SCAN_CAP = 10_000
 
+TOTAL_SQL = "SELECT count(*) FROM (SELECT 1 FROM documents_indexentry WHERE tenant_id = %s LIMIT %s) n"
 DF_SQL = """
-SELECT (SELECT count(*) FROM (SELECT 1 FROM documents_indexentry WHERE tenant_id = %s LIMIT %s) n),
-       array_agg((SELECT count(*) FROM (SELECT 1 FROM documents_indexentry e WHERE e.tenant_id = %s
+SELECT array_agg((SELECT count(*) FROM (SELECT 1 FROM documents_indexentry e WHERE e.tenant_id = %s
                   AND e.{tsv} @@ to_tsquery('simple', u.t) LIMIT %s) x) ORDER BY u.i)
 FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i)
 """
+# The full-text column's most common lexemes and the share of rows holding each, as ANALYZE
+# (autovacuum) samples them: PostgreSQL's statistics for a tsvector column.
+COMMON_TERMS_SQL = """
+SELECT most_common_elems::text::text[], most_common_elem_freqs,
+       (SELECT reltuples FROM pg_class WHERE oid = 'documents_indexentry'::regclass)
+FROM pg_stats WHERE tablename = 'documents_indexentry' AND attname = %s
+"""
+# How long one process reuses the statistics above before reading them again.
+COMMON_TERMS_TTL = 300.0
+_common_terms: dict[Any, tuple[float, dict[str, float]]] = {}
+
+
+def common_terms() -> dict[str, float]:
+    """{lexeme: rows holding it (estimated)} for the full-text column's most common lexemes
+    (empty until the table has been analysed)."""
+    key = (connection.settings_dict.get("HOST"), connection.settings_dict.get("NAME"))
+    now = time.monotonic()
+    cached = _common_terms.get(key)
+    if cached is None or now - cached[0] > COMMON_TERMS_TTL:
+        rows = _fetch(COMMON_TERMS_SQL, [TSV])
+        terms: dict[str, float] = {}
+        if rows and rows[0][0]:
+            # The frequencies array ends with three summary numbers (min, max, null share).
+            total = max(0.0, float(rows[0][2] or 0))
+            terms = {t: f * total for t, f in zip(rows[0][0], rows[0][1][: len(rows[0][0])], strict=True)}
+        cached = _common_terms[key] = (now, terms)
+    return cached[1]
+
 
 RANK_SQL = """
-WITH w AS (SELECT to_tsquery('simple', u.t) AS q, u.idf FROM unnest(%s::text[], %s::float8[]) AS u(t, idf)),
+WITH w AS MATERIALIZED (SELECT to_tsquery('simple', u.t) AS q, u.idf
+                        FROM unnest(%s::text[], %s::float8[]) AS u(t, idf)),
 cand AS (SELECT e.id, e.{tsv} AS tsv FROM documents_indexentry e {join}
          WHERE {where} AND e.{tsv} @@ to_tsquery('simple', %s) LIMIT %s)
 SELECT c.id, (SELECT sum(w.idf * ts_rank_cd(c.tsv, w.q, 1)) FROM w) AS s FROM cand c
 ORDER BY s DESC, c.id LIMIT %s
 """
 
+RARE_RANK_SQL = """
+WITH w AS MATERIALIZED (SELECT to_tsquery('simple', u.t) AS q, u.idf
+                        FROM unnest(%s::text[], %s::float8[]) AS u(t, idf)),
+m AS MATERIALIZED (SELECT e.id, e.tenant_id, e.document_id, e.version_id, e.{tsv} AS tsv
+                   FROM documents_indexentry e
+                   WHERE e.tenant_id = %s AND e.{tsv} @@ to_tsquery('simple', %s)),
+cand AS (SELECT e.id, e.tsv FROM m e {join} WHERE {where} LIMIT %s)
+SELECT c.id, (SELECT sum(w.idf * ts_rank_cd(c.tsv, w.q, 1)) FROM w) AS s FROM cand c
+ORDER BY s DESC, c.id LIMIT %s
+"""
+
+
+def tenant_rows(tenant_id: int) -> int:
+    """The tenant's index entries, counted up to ``N_CAP`` (reused for ``COMMON_TERMS_TTL``:
+    it moves the idf of every term alike, and only while the tenant is small)."""
+    key = (connection.settings_dict.get("HOST"), connection.settings_dict.get("NAME"), tenant_id)
+    now = time.monotonic()
+    cached = _tenant_rows.get(key)
+    if cached is None or now - cached[0] > COMMON_TERMS_TTL or cached[1] < N_CAP:
+        [(n,)] = _fetch(TOTAL_SQL, [tenant_id, N_CAP])
+        cached = _tenant_rows[key] = (now, int(n))
+    return cached[1]
+
+
+_tenant_rows: dict[Any, tuple[float, int]] = {}
+
 
 def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
-    terms = [tsquery([t]) for t in tokens]
-    [(n, dfs)] = _fetch(DF_SQL.format(tsv=TSV), [scope.tenant_id, N_CAP, scope.tenant_id, DF_CAP, terms])
-    present = [(t, int(df)) for t, df in zip(terms, dfs or [], strict=True) if df]
+    n = tenant_rows(scope.tenant_id)
+    # In a large tenant (N_CAP rows or more), a term among the column's most common lexemes is
+    # not counted: counting it would read its posting list of up to every row (the GIN index
+    # cannot stop at DF_CAP), and the statistics say it is in more rows than the cap anyway
+    # (or how many). Rarer terms are counted: their posting lists are short. A small tenant's
+    # terms are all counted (exact, and cheap through the tenant's own rows).
+    estimated: dict[str, int] = {}
+    if n >= N_CAP:
+        rows_with = common_terms()
+        estimated = {t: min(DF_CAP, max(1, round(rows_with[t]))) for t in tokens if t in rows_with}
+    counted = [t for t in tokens if t not in estimated]
+    dfs: list[int] = []
+    if counted:
+        [(dfs,)] = _fetch(DF_SQL.format(tsv=TSV), [scope.tenant_id, DF_CAP, [tsquery([t]) for t in counted]])
+    df_of = {**estimated, **dict(zip(counted, dfs or [], strict=True))}
+    present = [(tsquery([t]), int(df_of[t])) for t in tokens if df_of.get(t)]
     if not present:
         return []
     idf = [math.log(1 + (n - df + 0.5) / (df + 0.5)) for _, df in present]
@@ -159,8 +228,18 @@ def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
     common = min(COMMON_SHARE * n, DF_CAP - 1)
     selective = [t for t, df in present if df <= common] or [t for t, _ in present]
     where, params = _scope_sql(scope)
-    sql = RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
-    rows = _fetch(sql, [[t for t, _ in present], idf, *params, " | ".join(selective), SCAN_CAP, limit])
+    terms, weights = [t for t, _ in present], idf
+    if all(df_of_term < DF_CAP for t, df_of_term in present if t in selective):
+        # Each selecting term is in fewer than DF_CAP of the tenant's rows: take their rows from
+        # the GIN index first, then the scope. Left to itself the planner may go through the
+        # scope's documents and test every one of their entries' text instead (10% of 1M
+        # chunks is 100,000 tests).
+        sql = RARE_RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
+        args = [terms, weights, scope.tenant_id, " | ".join(selective), *params, SCAN_CAP, limit]
+    else:
+        sql = RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
+        args = [terms, weights, *params, " | ".join(selective), SCAN_CAP, limit]
+    rows = _fetch(sql, args)
     return [(int(i), float(s)) for i, s in rows]
 
 

@@ -3,14 +3,18 @@
 When the server offers the ``vector`` extension, the search schema (``schema.ensure``) creates it
 and adds ``ChunkVector.embedding vector`` (no fixed dimension: each embedder has its own). The
 embedding stage then writes the vector there, and only there (``ChunkVector.vector`` stays empty:
-one copy). Each embedder gets a partial expression index,
-``hnsw ((embedding::vector(D)) vector_cosine_ops) WHERE embedder = '<name>'``, created the first
-time a worker embeds with it; queries repeat that expression so the planner can use it.
+one copy). Each embedder gets a partial expression index over the vector at half precision,
+``hnsw ((embedding::halfvec(D)) halfvec_cosine_ops) WHERE embedder = '<name>'``, created the
+first time a worker embeds with it; queries repeat that expression so the planner can use it.
+Half precision halves the graph's size (about 1 GB for 1M vectors of 384 dimensions instead of
+2 GB), so more of it stays in memory and each step of a search reads half the bytes; the
+candidates it finds are ordered again by their full-precision distance.
 
-The query runs with ``hnsw.iterative_scan = relaxed_order`` (pgvector 0.8): when the tenant,
-published-version, document or attribute conditions reject the first neighbours the index
-returns, the scan continues instead of returning fewer than ``k`` rows. Relaxed order may
-return rows slightly out of distance order, so they are sorted again here (at most ``limit``).
+Filters (tenant, published version, documents, collections, attributes) are checked in the
+same query as the index scan, and the scan continues past candidates they reject
+(``hnsw.iterative_scan``, pgvector 0.8), so ``k`` is never lost to a filter; how many
+candidates the graph search keeps (``hnsw.ef_search``) follows how selective the filter is
+near the query (see ``nearest``).
 """
 
 from __future__ import annotations
@@ -70,7 +74,17 @@ def literal(vector: npt.NDArray[np.float32]) -> str:
 
 
 def index_name(embedder: str) -> str:
+    return "documents_chunkvector_hnswh_" + hashlib.sha256(embedder.encode()).hexdigest()[:12]
+
+
+def _old_index_name(embedder: str) -> str:
+    # The first index (full-precision ``vector``), replaced by the half-precision one.
     return "documents_chunkvector_hnsw_" + hashlib.sha256(embedder.encode()).hexdigest()[:12]
+
+
+def indexed(dimension: int, column: str = f"v.{COLUMN}") -> str:
+    """The indexed expression: the vector at half precision (``halfvec``)."""
+    return f"({column}::halfvec({int(dimension)}))"
 
 
 def ensure_index(connection: Any, embedder: str, dimension: int) -> None:
@@ -87,10 +101,10 @@ def ensure_index(connection: Any, embedder: str, dimension: int) -> None:
                 with transaction.atomic(using=connection.alias):
                     cursor.execute(
                         f"CREATE INDEX IF NOT EXISTS {name} ON documents_chunkvector USING hnsw "
-                        f"(({COLUMN}::vector({int(dimension)})) vector_cosine_ops) "
-                        f"WHERE embedder = %s",
+                        f"({indexed(dimension, COLUMN)} halfvec_cosine_ops) WHERE embedder = %s",
                         [embedder],
                     )
+                    cursor.execute(f"DROP INDEX IF EXISTS {_old_index_name(embedder)}")
             except Exception:
                 cursor.execute("SELECT 1 FROM pg_class WHERE relname = %s", [name])
                 if cursor.fetchone() is None:
@@ -114,7 +128,16 @@ def write(
 
 # Scopes with fewer entries than this are ranked exactly (filter first): cheaper than walking
 # the graph past other tenants' and filtered-out rows.
-EXACT_BELOW = 1000
+EXACT_BELOW = 2000
+# The first look at the graph: this many nearest vectors of the embedder, whatever their scope
+# (pgvector's default hnsw.ef_search is 40; the probe sets none and finds up to that many).
+PROBE = 40
+# hnsw.ef_search is sized so that about OVERSAMPLE x (the wanted rows / the scope's share of
+# the probe) candidates are found in the graph's first pass; pgvector caps it at 1,000.
+OVERSAMPLE = 10
+MAX_EF_SEARCH = 1000
+# The filtered pass fetches this many times the wanted rows, to re-order them by full precision.
+FETCH = 2
 
 
 def nearest(
@@ -128,40 +151,59 @@ def nearest(
 ) -> list[tuple[int, float]]:
     """The ``limit`` entries nearest to ``vector`` among ``where``, as (id, cosine similarity).
 
-    Two plans, chosen by the scope's size (counted up to ``EXACT_BELOW``):
+    - A scope smaller than ``EXACT_BELOW`` entries (counted up to it) is ranked exactly: its rows
+      first (tenant, visibility, filters), then their distances.
+    - Otherwise the HNSW index drives (``ORDER BY`` the half-precision distance ``LIMIT``, over
+      the vectors alone) and each candidate is checked against the scope by a correlated
+      subquery, which PostgreSQL keeps as a per-row check instead of a join that would bypass
+      the index. A probe first reads the ``PROBE`` nearest vectors whatever their scope: if
+      enough of them are in scope, they are the answer. If not, the share that was in scope
+      says how selective the scope is near this query, and the second pass sets
+      ``hnsw.ef_search`` from it (a 10% filter needs ten times the candidates for the same
+      recall) and continues with an iterative scan (``relaxed_order``) until ``limit`` rows in
+      scope are found. If it still ends short (``hnsw.max_scan_tuples``), the exact plan answers.
 
-    - small scope: exact, the scope's rows first (filters, tenant, visibility), then distances;
-    - otherwise: the HNSW index drives (``ORDER BY distance LIMIT`` over the vectors alone) and
-      each candidate is checked against the scope by a correlated subquery, which PostgreSQL keeps
-      as a per-row filter instead of turning it into a join that would bypass the index. The
-      iterative scan continues past rejected candidates; if it still ends short of ``limit``
-      (its ``hnsw.max_scan_tuples`` bound, a very selective filter), the exact plan answers.
+    The candidates the index finds are ordered again by their full-precision distance.
     """
     dimension = int(vector.shape[0])
-    distance = f"(v.{COLUMN}::vector({dimension})) <=> %s::vector({dimension})"
+    half = f"{indexed(dimension)} <=> %s::halfvec({dimension})"
+    full = f"(v.{COLUMN}::vector({dimension})) <=> %s::vector({dimension})"
     query = literal(vector)
     entries = f"FROM documents_indexentry e {join} WHERE {where}"
     exact = (
-        f"SELECT e.id, {distance} AS dist FROM documents_chunkvector v "
+        f"SELECT e.id, {full} AS dist FROM documents_chunkvector v "
         f"JOIN documents_indexentry e ON e.version_id = v.version_id AND e.ordinal = v.ordinal {join} "
         f"WHERE v.embedder = %s AND {where} ORDER BY dist LIMIT %s"
     )
     entry = f"(SELECT e.id {entries} AND e.version_id = v.version_id AND e.ordinal = v.ordinal)"
-    indexed = (
-        f"SELECT {entry} AS eid, {distance} AS dist FROM documents_chunkvector v "
-        f"WHERE v.embedder = %s AND {entry} IS NOT NULL ORDER BY {distance} LIMIT %s"
+    probe = (
+        f"SELECT {entry} AS eid, {full} AS dist FROM documents_chunkvector v "
+        f"WHERE v.embedder = %s ORDER BY {half} LIMIT %s"
     )
+    filtered = (
+        f"SELECT {entry} AS eid, {full} AS dist FROM documents_chunkvector v "
+        f"WHERE v.embedder = %s AND {entry} IS NOT NULL ORDER BY {half} LIMIT %s"
+    )
+    rows: list[Any] = []
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM (SELECT 1 {entries} LIMIT %s) s", [*params, EXACT_BELOW])
-        rows: list[Any] = []
         if cursor.fetchone()[0] >= EXACT_BELOW:
-            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            cursor.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, 4 * int(limit))}")
-            cursor.execute(indexed, [*params, query, embedder, *params, query, limit])
-            rows = cursor.fetchall()
+            cursor.execute(probe, [*params, query, embedder, query, PROBE])
+            seen = cursor.fetchall()
+            rows = [(i, d) for i, d in seen if i is not None]
+            share = max(1, len(rows)) / max(1, len(seen))
+            ef_search = min(MAX_EF_SEARCH, max(PROBE, math.ceil(OVERSAMPLE * int(limit) / share)))
+            if len(rows) < limit or ef_search > PROBE:
+                cursor.execute(
+                    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+                    "set_config('hnsw.ef_search', %s, true)",
+                    [str(ef_search)],
+                )
+                cursor.execute(filtered, [*params, query, embedder, *params, query, FETCH * int(limit)])
+                rows = cursor.fetchall()
         if len(rows) < limit:
             cursor.execute(exact, [query, embedder, *params, limit])
             rows = cursor.fetchall()
     # A zero vector (a chunk with nothing to embed) has no cosine: NaN, which is no neighbour.
     found = [(int(i), 1.0 - float(d)) for i, d in rows if d is not None and not math.isnan(float(d))]
-    return sorted(found, key=lambda r: -r[1])
+    return sorted(found, key=lambda r: -r[1])[:limit]
