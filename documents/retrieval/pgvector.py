@@ -112,6 +112,45 @@ def ensure_index(connection: Any, embedder: str, dimension: int) -> None:
     _INDEXED.add(key)
 
 
+def build_indexes(connection: Any) -> list[str]:
+    """Build, without blocking writes, the HNSW index of every embedder that has vectors and no
+    valid index yet, and drop what it replaces (``manage.py search_index``; an upgrade's step
+    before the workers start on a large table). Returns what it did, a line per embedder.
+
+    The embedding stage builds a missing index itself (``ensure_index``), inside its stage and
+    holding writes to the vector table for as long as the build takes: fine for a new embedder
+    (its rows arrive later), not for a million existing ones. ``CREATE INDEX CONCURRENTLY`` runs
+    outside a transaction, so this runs in autocommit (a management command, not a request).
+    """
+    done: list[str] = []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT embedder, max(vector_dims({COLUMN})) FROM documents_chunkvector "
+            f"WHERE {COLUMN} IS NOT NULL GROUP BY embedder ORDER BY embedder"
+        )
+        for embedder, dimension in cursor.fetchall():
+            name = index_name(embedder)
+            cursor.execute(
+                "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+                "WHERE c.relname = %s",
+                [name],
+            )
+            row = cursor.fetchone()
+            if row is not None and row[0]:
+                done.append(f"{embedder}: index {name} is in place")
+                continue
+            if row is not None:  # a concurrent build that was interrupted leaves an invalid index
+                cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+            cursor.execute(
+                f"CREATE INDEX CONCURRENTLY {name} ON documents_chunkvector USING hnsw "
+                f"({indexed(int(dimension), COLUMN)} halfvec_cosine_ops) WHERE embedder = %s",
+                [embedder],
+            )
+            cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {_old_index_name(embedder)}")
+            done.append(f"{embedder}: built index {name} ({int(dimension)} dimensions)")
+    return done
+
+
 def write(
     connection: Any, version_id: Any, vectors: dict[int, npt.NDArray[np.float32]], embedder: str
 ) -> None:

@@ -5,10 +5,12 @@ filters inside the query, the probe, and the one removal path taking the full-te
 from __future__ import annotations
 
 import os
+from io import StringIO
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 
 from documents.causes import INDEX_WRITE_FAILED
@@ -173,3 +175,49 @@ def test_the_index_driven_dense_plan_finds_what_the_exact_plan_finds(library, mo
     indexed = {q: [h.version_id for h in search(library.tenant, q, k=3, mode="semantic")] for q in queries}
     assert indexed == exact
     assert all(exact.values())
+
+
+def _index_state(name: str) -> bool | None:
+    """Whether the index ``name`` is valid (None: there is none)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+            "WHERE c.relname = %s",
+            [name],
+        )
+        row = cursor.fetchone()
+    return None if row is None else bool(row[0])
+
+
+# The module's tests run with transaction=True: CREATE INDEX CONCURRENTLY runs outside a transaction.
+def test_search_index_rebuilds_an_embedders_vector_index_in_its_current_shape(library, monkeypatch):
+    out = StringIO()
+    if os.environ.get("REQUIRE_PGVECTOR") != "1":
+        call_command("search_index", stdout=out)
+        assert "Nothing to build" in out.getvalue()
+        return
+    # A database upgraded from the full-precision index: the new one is missing, the old is there.
+    embedder = ChunkVector.objects.filter(version=library.long).get().embedder
+    new, old = pgvector.index_name(embedder), pgvector._old_index_name(embedder)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT vector_dims(embedding) FROM documents_chunkvector WHERE embedder = %s LIMIT 1", [embedder]
+        )
+        dimension = cursor.fetchone()[0]
+        cursor.execute(f"DROP INDEX {new}")
+        cursor.execute(
+            f"CREATE INDEX {old} ON documents_chunkvector USING hnsw "
+            f"((embedding::vector({dimension})) vector_cosine_ops) WHERE embedder = %s",
+            [embedder],
+        )
+    assert (_index_state(new), _index_state(old)) == (None, True)
+    call_command("search_index", stdout=out)
+    assert f"{embedder}: built index {new}" in out.getvalue()
+    assert (_index_state(new), _index_state(old)) == (True, None)
+    # Run again: nothing to do; and the dense ranking answers through the rebuilt index.
+    again = StringIO()
+    call_command("search_index", stdout=again)
+    assert f"{embedder}: index {new} is in place" in again.getvalue()
+    monkeypatch.setattr(pgvector, "EXACT_BELOW", 1)  # the HNSW plan even for this small library
+    hits = search(library.tenant, SHORT_DOCS["harbor.txt"], k=3, mode="semantic")
+    assert hits and hits[0].version_id == library.others["harbor.txt"].pk
