@@ -466,8 +466,10 @@ def main() -> int:
             from django.contrib.auth import get_user_model
 
             get_user_model().objects.filter(username="bench").delete()
-            from documents.models import Tenant
+            from documents.models import Document, Tenant
 
+            # Documents first: a collection is protected while documents are in it.
+            Document.objects.filter(tenant__slug="bench").delete()
             Tenant.objects.filter(slug="bench").delete()
 
     report.figures["runs"] = runs

@@ -86,13 +86,45 @@ def _limit_self(cpu_seconds: int, address_space: int) -> None:
     _budget_cpu(cpu_seconds)
 
 
+# The CPU time (of this process) at which the current request's budget ends; 0: no budget.
+_cpu_ends_at = 0
+
+
+def _cpu_used() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _budget_cpu(cpu_seconds: int) -> None:
     """Allow ``cpu_seconds`` more CPU time from now (the child serves many requests)."""
+    global _cpu_ends_at
     if cpu_seconds <= 0:
         return
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    used = int(usage.ru_utime + usage.ru_stime) + 1
-    resource.setrlimit(resource.RLIMIT_CPU, (used + cpu_seconds, resource.RLIM_INFINITY))
+    _cpu_ends_at = int(_cpu_used()) + 1 + cpu_seconds
+    resource.setrlimit(resource.RLIMIT_CPU, (_cpu_ends_at, resource.RLIM_INFINITY))
+
+
+def _budget_programs() -> None:
+    """A program this child starts (tesseract, through pytesseract) gets what is left of the
+    request's CPU budget, not the child's limit as it stands: a limit counts the CPU time of its
+    own process, which starts at zero, so an inherited limit would give it the budget plus all
+    the CPU this child had used before."""
+    try:
+        from pytesseract import pytesseract
+    except ImportError:
+        return
+    plain = pytesseract.subprocess_args
+
+    def budgeted(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        options: dict[str, Any] = plain(*args, **kwargs)
+        if _cpu_ends_at:
+            left = max(1, int(_cpu_ends_at - _cpu_used()))
+            options["preexec_fn"] = lambda: resource.setrlimit(
+                resource.RLIMIT_CPU, (left, resource.RLIM_INFINITY)
+            )
+        return options
+
+    pytesseract.subprocess_args = budgeted
 
 
 def _read_exactly(stream: Any, size: int) -> bytes | None:
@@ -145,6 +177,7 @@ def main(argv: list[str]) -> int:
     for name in filter(None, os.environ.get(EXTRA_MODULES_ENV, "").split(",")):
         ENTRYPOINTS.update(getattr(importlib.import_module(name), "SANDBOX_ENTRYPOINTS", {}))
     _limit_self(cpu_seconds, address_space)
+    _budget_programs()
     while True:
         header = _read_exactly(inp, _FRAME.size)
         if header is None:

@@ -98,6 +98,24 @@ def test_an_engine_spinning_past_the_cpu_budget_is_an_ocr_timeout(
     assert "SIGXCPU" in str(failure.value)
 
 
+def test_tesseract_gets_what_is_left_of_the_budget_not_the_cpu_the_child_used_before(
+    tmp_path: Path, settings: DjangoSettings
+) -> None:
+    # A CPU limit counts its own process's time, which starts at zero for tesseract: inheriting
+    # the child's limit as it stands would give it the budget plus all the child had used.
+    require("tesseract")
+    settings.DOCUMENTS_SANDBOX_EXTRA_MODULES = ["tests.documents.sandbox_helpers"]
+    settings.DOCUMENTS_SANDBOX_CPU_SECONDS = 2
+    settings.DOCUMENTS_SANDBOX_WALL_SECONDS = 240  # only the CPU budget may end it
+    for _ in range(4):  # a warm child that has used 6 s of CPU on earlier requests
+        assert sandbox.sandbox_call("test.spin", 1.5) == "spun"
+    noise = files.save(tmp_path, "noise.png", corpus.noise_png(3_000))  # about 3.6 s of tesseract
+    with pytest.raises(StageFailure) as failure:
+        recognize(noise, "png", OcrOptions(engine="tesseract"))
+    assert failure.value.cause == "ocr_timeout", str(failure.value)
+    assert "SIGXCPU" in str(failure.value)
+
+
 def test_a_page_over_its_wall_time_is_an_ocr_timeout(tmp_path: Path, settings: DjangoSettings) -> None:
     require("tesseract")
     settings.DOCUMENTS_SANDBOX_WALL_SECONDS = 1

@@ -256,7 +256,7 @@ def huge_page_pdf(points: int = 14_400) -> bytes:
 
 def noise_png(side: int = 2_000, *, seed: int = 16) -> bytes:
     """A ``side`` x ``side`` page of black and white pixel noise (about 0.5 MB): no text, but
-    tesseract works on it for seconds of CPU (7.5 s at 2,000 px here) looking for some, and
+    tesseract works on it for seconds of CPU (3.6 s at 3,000 px here) looking for some, and
     rapidocr too. Under a small CPU budget it stands for any image that makes OCR spin."""
     from PIL import Image
 

@@ -153,7 +153,8 @@ def test_hostile_pages_end_in_their_own_codes_in_time_beside_another_tenants_job
     with platform(processes, {**cluster_env, **LIMITED}) as cluster:
         tenant = make_tenant("hostile")
         started = time.monotonic()
-        spinner = upload(tenant, corpus.noise_png(3_000), "noise.png").job
+        # 16 MP of noise: about 6 s of tesseract CPU here, twice the budget it is given.
+        spinner = upload(tenant, corpus.noise_png(4_000), "noise.png").job
         bomb = upload(tenant, corpus.huge_page_pdf(), "poster.pdf").job
         small = small_job("other")
         assert spinner is not None and bomb is not None
