@@ -15,10 +15,12 @@ there. With ``REQUIRE_POSTGRES=1`` an unreachable PostgreSQL fails the run inste
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -100,6 +102,44 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
         time.sleep(interval)
+
+
+async def wait_for_async(
+    predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.01, what: str = ""
+) -> Any:
+    """:func:`wait_for` inside an event loop: the loop keeps running the tasks under test."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        await asyncio.sleep(interval)
+
+
+def race(functions: list[Callable[[], Any]]) -> list[Any]:
+    """Run the functions in threads released together (each on its own database connection,
+    closed after); return each result or exception."""
+    barrier = threading.Barrier(len(functions))
+    results: list[Any] = [None] * len(functions)
+
+    def run(i: int, fn: Callable[[], Any]) -> None:
+        barrier.wait()
+        try:
+            results[i] = fn()
+        except Exception as exc:
+            results[i] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(functions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a racing thread did not finish within 60 s"
+    return results
 
 
 def database_url() -> str:

@@ -47,32 +47,14 @@ class EventSource(NamedTuple):
     total: int | None
 
 
-def append_event(
-    job: Job | EventSource,
-    *,
-    kind: str,
-    name: str,
-    actor: str,
-    actor_name: str = "",
-    from_status: str = "",
-    reason: str = "",
-    at: datetime | None = None,
-) -> JobEvent:
-    """Append one event for ``job`` as it is now; call it after the job row's UPDATE.
+def append_event(job: Job | EventSource, **fields: Any) -> JobEvent:
+    """Append one event for ``job`` as it is now (``fields`` as :func:`event_for` takes them);
+    call it after the job row's UPDATE.
 
     The UPDATE holds the job's row lock until commit, so events of one job get ids in commit
     order: a reader that saw id N never later finds a smaller id of the same job.
     """
-    event = event_for(
-        job,
-        kind=kind,
-        name=name,
-        actor=actor,
-        actor_name=actor_name,
-        from_status=from_status,
-        reason=reason,
-        at=at,
-    )
+    event = event_for(job, **fields)
     # On PostgreSQL a trigger (migration jobs/0007) sends pg_notify(NOTIFY_CHANNEL, "job:event")
     # with the insert: delivered at commit, never for a rolled-back event; SSE listeners wake on it.
     insert_row(event)

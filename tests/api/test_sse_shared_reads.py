@@ -17,6 +17,7 @@ from documents.models import DocumentVersion
 from jobs.executor import run_stage
 from jobs.services.worker import job_claim
 from tests.api.conftest import Caller, event_ids
+from tests.conftest import wait_for_async
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -66,10 +67,10 @@ def test_a_subscriber_woken_after_a_read_started_reads_again(alice: Caller, monk
     async def late_wake() -> None:
         reads = sse.SharedReads()
         first = asyncio.ensure_future(reads.read(version_pk, None))
-        while not calls:  # the first read is running in its thread now
-            await asyncio.sleep(0.01)
+        await wait_for_async(lambda: calls, what="the first read running in its thread")
         second = asyncio.ensure_future(reads.read(version_pk, None))
-        await asyncio.sleep(0.05)
+        # The newcomer does not join the started read: it starts its own, held at the gate too.
+        await wait_for_async(lambda: len(calls) == 2, what="the second subscriber's own read")
         gate.set()
         await asyncio.gather(first, second)
 
@@ -84,8 +85,7 @@ def test_a_subscriber_that_leaves_does_not_cancel_the_read_of_the_others(alice: 
         reads = sse.SharedReads()
         leaving = asyncio.ensure_future(reads.read(version_pk, None))
         staying = asyncio.ensure_future(reads.read(version_pk, None))
-        while not calls:
-            await asyncio.sleep(0.01)
+        await wait_for_async(lambda: calls, what="the shared read running in its thread")
         leaving.cancel()
         gate.set()
         return await staying

@@ -22,6 +22,7 @@ from documents.models import DocumentVersion, FileObject, Tenant
 from documents.services import storage
 from documents.services.files import FileInputError, file_create
 from documents.services.storage import STORAGE_QUOTA_EXCEEDED, StorageQuotaExceeded, storage_used
+from tests.conftest import race
 from tests.documents.helpers import files_under, make_tenant, upload
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -33,29 +34,6 @@ DATA = b"x" * 1000
 def media(settings: Any, tmp_path: Path) -> Path:
     settings.MEDIA_ROOT = tmp_path / "media"
     return Path(settings.MEDIA_ROOT)
-
-
-def race(functions: list[Callable[[], Any]]) -> list[Any]:
-    """Run the functions in threads released together; return each result or exception."""
-    start = threading.Barrier(len(functions))
-    results: list[Any] = [None] * len(functions)
-
-    def run(i: int, fn: Callable[[], Any]) -> None:
-        start.wait()
-        try:
-            results[i] = fn()
-        except Exception as exc:
-            results[i] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(functions)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in threads)
-    return results
 
 
 @contextmanager

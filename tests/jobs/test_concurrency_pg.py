@@ -7,12 +7,9 @@ transactions; a barrier releases them together.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from jobs.errors import JobConflict, LeaseLost
@@ -27,32 +24,11 @@ from jobs.services.worker import (
     job_report_progress,
     job_save_checkpoint,
 )
+from tests.conftest import race
 from tests.jobs.helpers import new_job, reload, running
 from tests.testapp.models import Output
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def race(functions: list[Callable[[], Any]]) -> list[Any]:
-    """Run the functions in threads released together; return each result or exception."""
-    barrier = threading.Barrier(len(functions))
-    results: list[Any] = [None] * len(functions)
-
-    def run(i: int, fn: Callable[[], Any]) -> None:
-        barrier.wait()
-        try:
-            results[i] = fn()
-        except Exception as exc:
-            results[i] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(functions)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    return results
 
 
 def test_many_claimers_exactly_one_winner():

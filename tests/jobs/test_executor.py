@@ -25,15 +25,7 @@ from tests.jobs.helpers import new_job, reload
 from tests.testapp.models import Call, Cleaned, Output, Published
 from tests.testapp.pipelines import KIND
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def fast_engine(settings):
-    settings.JOBS_LEASE_SECONDS = 2
-    settings.JOBS_HEARTBEAT_SECONDS = 0.1
-    settings.JOBS_PROGRESS_WRITE_SECONDS = 0
-    settings.JOBS_PROGRESS_EVENT_SECONDS = 0
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_engine")]
 
 
 @pytest.fixture

@@ -33,8 +33,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
 SPINNING = {"DOCUMENTS_MAX_HTML_DEPTH": "10000000", "JOBS_LEASE_SECONDS": "3"}
 
 
-@pytest.fixture
-def cluster_env(subprocess_env: dict[str, str], settings: DjangoSettings, tmp_path: Path) -> dict[str, str]:
+def sandbox_cluster_env(
+    subprocess_env: dict[str, str], settings: DjangoSettings, tmp_path: Path, **extra: str
+) -> dict[str, str]:
+    """A cluster's environment: this test's media and temp folders, quick stuck-exit and
+    re-dispatch, plus ``extra``."""
     settings.MEDIA_ROOT = tmp_path / "media"
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -44,7 +47,44 @@ def cluster_env(subprocess_env: dict[str, str], settings: DjangoSettings, tmp_pa
         "TMPDIR": str(scratch),
         "JOBS_STUCK_EXIT_SECONDS": "2",
         "JOBS_REDISPATCH_AFTER": "5",
+        **extra,
     }
+
+
+@pytest.fixture
+def cluster_env(subprocess_env: dict[str, str], settings: DjangoSettings, tmp_path: Path) -> dict[str, str]:
+    return sandbox_cluster_env(subprocess_env, settings, tmp_path)
+
+
+def responsive_while_spinning_then_cancelled(
+    hostile: Job, *, stage: str, spinning: int, what: str, small_timeout: float
+) -> None:
+    """While the process ``spinning`` holds ``hostile``'s stage: its worker keeps heartbeating,
+    another tenant's small document becomes ready, and a cancel ends the job and kills it."""
+    first = Job.objects.get(pk=hostile.pk).heartbeat_at
+    wait_for(
+        lambda: Job.objects.get(pk=hostile.pk).heartbeat_at != first,
+        timeout=10,
+        what=f"a heartbeat while {what} spins",
+    )
+    small = upload(make_tenant("other"), b"Small harbor note from another tenant.", "small.txt").job
+    assert small is not None
+    wait_for(
+        lambda: Job.objects.get(pk=small.pk).status == Status.READY,
+        timeout=small_timeout,
+        what="another tenant's small document to become ready",
+    )
+    assert alive(spinning), f"{what} ended before the other job was through"
+    job = Job.objects.get(pk=hostile.pk)
+    assert (job.status, job.stage, job.attempt) == (Status.RUNNING, stage, 1), describe(job)
+
+    job_cancel(job_id=hostile.pk, actor_name="test")
+    wait_for(
+        lambda: Job.objects.get(pk=hostile.pk).status == Status.CANCELLED,
+        timeout=15,
+        what=f"the cancel to finish while {what} spins",
+    )
+    wait_for(lambda: not alive(spinning), timeout=10, what=f"{what} to be killed")
 
 
 def sandbox_children(cluster_pid: int) -> list[int]:
@@ -74,30 +114,9 @@ def test_a_spinning_parser_leaves_its_worker_responsive_and_dies_on_cancel(
 ) -> None:
     cluster, hostile, child = spinning_job(processes, {**cluster_env, **SPINNING})
     try:
-        first = Job.objects.get(pk=hostile.pk).heartbeat_at
-        wait_for(
-            lambda: Job.objects.get(pk=hostile.pk).heartbeat_at != first,
-            timeout=10,
-            what="a heartbeat while the child spins",
+        responsive_while_spinning_then_cancelled(
+            hostile, stage="parsing", spinning=child, what="the hostile parser", small_timeout=60
         )
-        small = upload(make_tenant("other"), b"Small harbor note from another tenant.", "small.txt").job
-        assert small is not None
-        wait_for(
-            lambda: Job.objects.get(pk=small.pk).status == Status.READY,
-            timeout=60,
-            what="another tenant's small document to become ready",
-        )
-        assert alive(child), "the hostile parser ended before the other job was through"
-        job = Job.objects.get(pk=hostile.pk)
-        assert (job.status, job.stage, job.attempt) == (Status.RUNNING, "parsing", 1), describe(job)
-
-        job_cancel(job_id=hostile.pk, actor_name="test")
-        wait_for(
-            lambda: Job.objects.get(pk=hostile.pk).status == Status.CANCELLED,
-            timeout=15,
-            what="the cancel to finish while the parser spins",
-        )
-        wait_for(lambda: not alive(child), timeout=10, what="the spinning child to be killed")
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(cluster, signal.SIGKILL)

@@ -25,12 +25,15 @@ from pytest_django.fixtures import Settings as DjangoSettings
 from documents.engines import ocr
 from jobs.errors import get_cause
 from jobs.models import FINISHED, Job, StageRun, Status
-from jobs.services.lifecycle import job_cancel
 from tests.conftest import Processes, wait_for
 from tests.documents.helpers import make_tenant, upload
 from tests.reliability import corpus
 from tests.reliability.helpers import alive, descendants
 from tests.reliability.test_hostile_inputs import describe, start_platform
+from tests.reliability.test_sandbox_cluster import (
+    responsive_while_spinning_then_cancelled,
+    sandbox_cluster_env,
+)
 from tests.timing import hold_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
@@ -42,18 +45,9 @@ def cluster_env(subprocess_env: dict[str, str], settings: DjangoSettings, tmp_pa
         if os.environ.get("REQUIRE_OCR") == "1":
             pytest.fail("REQUIRE_OCR=1 but tesseract is not installed")
         pytest.skip("tesseract is not installed")
-    settings.MEDIA_ROOT = tmp_path / "media"
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    return {
-        **subprocess_env,
-        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
-        "TMPDIR": str(scratch),
-        "OCR_ENGINE": ocr.TESSERACT,
-        "JOBS_LEASE_SECONDS": "3",
-        "JOBS_STUCK_EXIT_SECONDS": "2",
-        "JOBS_REDISPATCH_AFTER": "5",
-    }
+    return sandbox_cluster_env(
+        subprocess_env, settings, tmp_path, OCR_ENGINE=ocr.TESSERACT, JOBS_LEASE_SECONDS="3"
+    )
 
 
 @contextlib.contextmanager
@@ -109,32 +103,12 @@ def test_ocr_spinning_on_a_hostile_image_leaves_its_worker_responsive_and_dies_o
         (child,) = named(cluster, "documents.engines.sandbox_child")
         assert engine in descendants(child), "tesseract runs in the sandbox child's process tree"
 
-        first = Job.objects.get(pk=hostile.pk).heartbeat_at
-        wait_for(
-            lambda: Job.objects.get(pk=hostile.pk).heartbeat_at != first,
-            timeout=10,
-            what="a heartbeat while tesseract spins",
+        responsive_while_spinning_then_cancelled(
+            hostile, stage="ocr", spinning=engine, what="tesseract", small_timeout=90
         )
-        small = small_job("other")
-        wait_for(
-            lambda: Job.objects.get(pk=small.pk).status == Status.READY,
-            timeout=90,
-            what="another tenant's small document to become ready",
-        )
-        assert alive(engine), "tesseract ended before the other job was through"
-        job = Job.objects.get(pk=hostile.pk)
-        assert (job.status, job.stage, job.attempt) == (Status.RUNNING, "ocr", 1), describe(job)
-
-        job_cancel(job_id=hostile.pk, actor_name="test")
-        wait_for(
-            lambda: Job.objects.get(pk=hostile.pk).status == Status.CANCELLED,
-            timeout=15,
-            what="the cancel to finish while tesseract spins",
-        )
-        wait_for(lambda: not alive(engine), timeout=10, what="the tesseract process to be killed")
         wait_for(lambda: not alive(child), timeout=10, what="the sandbox child to be killed")
         run = StageRun.objects.get(job_id=hostile.pk, stage="ocr")
-        assert run.outcome == StageRun.Outcome.CANCELLED, describe(job)
+        assert run.outcome == StageRun.Outcome.CANCELLED, describe(Job.objects.get(pk=hostile.pk))
 
 
 # A small CPU budget per sandbox call, and no pixel cap: the address-space limit (2 GiB) is what
