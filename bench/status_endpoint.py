@@ -150,37 +150,35 @@ def run_loadgen(url: str, token: str, connections: int, duration: float) -> dict
 
 
 def server_commands(workers: int, before: str | None = None) -> dict[str, tuple[Any, dict[str, str]]]:
-    """The servers compared, each ``(port -> python -m arguments, extra environment)``.
+    """The servers compared, each ``(port -> python arguments, extra environment)``.
 
-    ``uvicorn`` is the deployment's web server (run_platform's arguments) with uvicorn's pure-Python
-    HTTP parser and event loop (h11, asyncio), which is what it picks when httptools and uvloop are
-    not installed; ``uvicorn-httptools`` is the same with them, measured when they are importable.
-    ``gunicorn`` runs sync workers (``config.wsgi``): the baseline's server. Its status requests
-    use the pool like uvicorn's (``DB_POOL=1``): a persistent connection with health checks would
-    add a ``SELECT 1`` round trip to every request. ``uvicorn-before`` serves the checkout
-    ``before`` (its modules first on the path) with the same arguments.
+    ``uvicorn`` is the deployment's web server (``manage.py serve_web``, as run_platform starts it:
+    uvicorn workers on their own sockets, httptools and uvloop, sync views on the WSGI handler's
+    thread pool, config/dispatch.py). ``gunicorn`` runs sync workers (``config.wsgi``): the
+    baseline's server. Its status requests use the pool like uvicorn's (``DB_POOL=1``): a
+    persistent connection with health checks would add a ``SELECT 1`` round trip to every
+    request. ``uvicorn-before`` serves the checkout ``before`` (its modules first on the path)
+    as that checkout deployed it (uvicorn ``--workers``, Django's ASGI handler for every view).
     """
 
-    def uvicorn(http: str, loop: str, app_dir: str = ".") -> Any:
+    def serve_web(port: int) -> list[str]:
+        manage = str(common.ROOT / "manage.py")
+        return [manage, "serve_web", *("--port", str(port), "--workers", str(workers))]
+
+    def plain_uvicorn(app_dir: str) -> Any:  # the deployment before serve_web
         return lambda port: [
-            "uvicorn",
-            "config.asgi:application",
-            *("--app-dir", app_dir),
+            *("-m", "uvicorn", "config.asgi:application", "--app-dir", app_dir),
             *("--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)),
-            *("--http", http, "--loop", loop, "--no-access-log", "--log-level", "warning"),
+            *("--no-access-log", "--log-level", "warning"),
         ]
 
-    servers: dict[str, tuple[Any, dict[str, str]]] = {
-        "uvicorn": (uvicorn("h11", "asyncio"), {"DB_POOL": "1"})
-    }
+    servers: dict[str, tuple[Any, dict[str, str]]] = {"uvicorn": (serve_web, {"DB_POOL": "1"})}
     if before:
-        servers["uvicorn-before"] = (uvicorn("h11", "asyncio", str(Path(before).resolve())), {"DB_POOL": "1"})
-    if importlib.util.find_spec("httptools") and importlib.util.find_spec("uvloop"):
-        servers["uvicorn-httptools"] = (uvicorn("httptools", "uvloop"), {"DB_POOL": "1"})
+        servers["uvicorn-before"] = (plain_uvicorn(str(Path(before).resolve())), {"DB_POOL": "1"})
     if importlib.util.find_spec("gunicorn") is not None:
         servers["gunicorn"] = (
             lambda port: [
-                "gunicorn",
+                *("-m", "gunicorn"),
                 "config.wsgi:application",
                 *("--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--worker-class", "sync"),
                 *("--log-level", "warning"),
@@ -265,15 +263,12 @@ def main() -> int:
             endpoints["gunicorn-status"] = bases["gunicorn"] + status_path
         if "uvicorn-before" in servers:
             endpoints["before-status"] = bases["uvicorn-before"] + status_path
-        if "uvicorn-httptools" in servers:
-            endpoints["fast-trivial"] = bases["uvicorn-httptools"] + "/bench/trivial"
-            endpoints["fast-status"] = bases["uvicorn-httptools"] + status_path
         results: dict[str, list[dict[str, Any]]] = {name: [] for name in endpoints}
         try:
             for name, (command, extra_env) in servers.items():
                 children.start(
                     name,
-                    [common.PYTHON, "-m", *command(ports[name])],
+                    [common.PYTHON, *command(ports[name])],
                     {**env, "PYTHONPATH": child_path, **extra_env},
                 )
             import httpx
@@ -376,22 +371,6 @@ def main() -> int:
                 f"the checkout before, same rounds: status / trivial under gunicorn "
                 f"{common.median(before_ratio):.2f}x, p99 {summary['before-status']['p99_ms']:.0f} ms; "
                 f"this checkout serves {common.median(gain):.2f}x its requests per second"
-            )
-        if "fast-status" in results:
-            fast = round_ratios("gunicorn-trivial", "fast-status")
-            fast_vs_h11 = round_ratios("status", "fast-status")
-            say(
-                "status (uvicorn httptools) / gunicorn trivial per round: "
-                + ", ".join(f"{x:.2f}" for x in fast)
-            )
-            say(
-                "status: uvicorn httptools / uvicorn h11 per round: "
-                + ", ".join(f"{x:.2f}" for x in fast_vs_h11)
-            )
-            report.notes.append(
-                f"status under uvicorn with httptools and uvloop / trivial under gunicorn: "
-                f"{common.median(fast):.2f}x, p99 {summary['fast-status']['p99_ms']:.0f} ms; "
-                f"{common.median(fast_vs_h11):.2f}x the status endpoint under uvicorn with h11"
             )
     report.check(
         "status p99 at the load (as deployed)",

@@ -58,6 +58,10 @@ class BodyLimitMiddleware:
 
         async def tracking_send(message: Message) -> None:
             nonlocal started
+            if too_large and not started:
+                # The app answered a body it saw cut short (the sync handler reads it as a short
+                # upload): the client gets the 413 below instead.
+                return
             if message["type"] == "http.response.start":
                 started = True
             await send(message)

@@ -138,6 +138,12 @@ WSGI_APPLICATION = "config.wsgi.application"
 ASGI_APPLICATION = "config.asgi.application"
 
 
+# Threads of a web worker that run sync views (the API and the pages; config/dispatch.py). Two, so
+# one slow request (a search, a big list) does not stall the polls behind it; more lose to
+# contention for the interpreter lock (bench/README.md, status endpoint).
+WEB_THREADS = env_int("WEB_THREADS", 2)
+
+
 def database_config() -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'platform.sqlite3'}"
     db: dict[str, Any] = dict(dj_database_url.parse(url))
@@ -165,8 +171,9 @@ def database_config() -> dict[str, Any]:
         db["CONN_MAX_AGE"] = 0 if env_bool("DB_POOL") else env_int("DB_CONN_MAX_AGE", 0)
         db["CONN_HEALTH_CHECKS"] = True  # a restarted database is noticed before reuse
         if env_bool("DB_POOL"):
-            # The ASGI server runs requests on many threads; a pool bounds the connections.
-            db["OPTIONS"] = {"pool": {"min_size": 1, "max_size": env_int("DB_POOL_MAX", 8)}}
+            # The web server runs requests on WEB_THREADS threads, and the event stream's shared
+            # reads on a few more; a pool bounds the connections.
+            db["OPTIONS"] = {"pool": {"min_size": 1, "max_size": env_int("DB_POOL_MAX", WEB_THREADS + 2)}}
     return db
 
 

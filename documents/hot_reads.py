@@ -18,7 +18,7 @@ from functools import cache
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from rest_framework.authtoken.models import Token
 
 from documents.models import Document, DocumentVersion, Membership, Tenant
@@ -36,6 +36,20 @@ class _Part:
         self.names = tuple(field.attname for field in self.fields)
         self.pk_index = self.fields.index(model._meta.pk)
         self.start = 0
+        self._converters: list[tuple[int, Any, list[Any]]] | None = None
+
+    def converters(self, conn: Any) -> list[tuple[int, Any, list[Any]]]:
+        """``(index, column, converters)`` of the columns that need any: the ORM's own conversions
+        (datetimes and UUIDs on SQLite, JSON, ...), backend first. They depend on the field and
+        the backend only, so they are looked up once (per query, which is per vendor)."""
+        if self._converters is None:
+            found = []
+            for i, column in enumerate(self.columns):
+                converters = conn.ops.get_db_converters(column) + column.get_db_converters(conn)
+                if converters:
+                    found.append((i, column, converters))
+            self._converters = found
+        return self._converters
 
     def select(self, start: int) -> str:
         self.start = start
@@ -47,12 +61,11 @@ class _Part:
         values = list(row[self.start : self.start + len(self.fields)])
         if values[self.pk_index] is None:
             return None
-        for i, column in enumerate(self.columns):
-            # The ORM's own conversions (datetimes and UUIDs on SQLite, JSON, ...), backend first.
-            converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        conn = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once per row
+        for i, column, converters in self.converters(conn):
             for convert in converters:
-                values[i] = convert(values[i], column, connection)
-        return self.model.from_db(connection.alias, self.names, values)
+                values[i] = convert(values[i], column, conn)
+        return self.model.from_db(conn.alias, self.names, values)
 
 
 def _joined(parts: list[_Part], tail: str) -> str:

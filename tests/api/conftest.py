@@ -235,11 +235,19 @@ class Server:
 
 def start_server(processes: Processes, env: dict[str, str], **extra: str) -> Server:
     port = free_port()
-    processes.start(
-        "uvicorn",
-        ["-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port)],
-        {**env, **extra},
-    )
+    # As deployed: two uvicorn workers on their own sockets of one port (manage.py serve_web).
+    args = [
+        "serve_web",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "2",
+        "--graceful-seconds",
+        "1",
+    ]
+    processes.manage("web", args, {**env, **extra})
     base = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
@@ -257,7 +265,7 @@ def start_server(processes: Processes, env: dict[str, str], **extra: str) -> Ser
 
 @pytest.fixture(scope="module")
 def server(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One uvicorn per test module, serving the project's ASGI application on the test database
+    """One web server per test module, serving the project's ASGI application on the test database
     with 1 s keep-alives. It holds no state of its own: each test creates its data."""
     processes = Processes(tmp_path_factory.mktemp("uvicorn"))
     try:

@@ -15,7 +15,7 @@ import pytest
 from django.test import Client
 from pytest_django.fixtures import Settings as DjangoSettings
 
-from jobs.management.commands.run_platform import uvicorn_proxy_flags
+from jobs.management.commands.serve_web import uvicorn_proxy_options
 from tests.conftest import ROOT
 
 
@@ -94,17 +94,17 @@ def test_check_deploy_warns_without_it(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("trusted", "flags"),
+    ("trusted", "options"),
     [
-        ("", ["--no-proxy-headers"]),
-        ("10.0.0.5", ["--proxy-headers", "--forwarded-allow-ips", "10.0.0.5"]),
+        ("", {"proxy_headers": False}),
+        ("10.0.0.5", {"proxy_headers": True, "forwarded_allow_ips": "10.0.0.5"}),
     ],
 )
 def test_uvicorn_trusts_proxy_headers_only_from_named_proxies(
-    monkeypatch: pytest.MonkeyPatch, trusted: str, flags: list[str]
+    monkeypatch: pytest.MonkeyPatch, trusted: str, options: dict[str, object]
 ) -> None:
     monkeypatch.setenv("FORWARDED_ALLOW_IPS", trusted)
-    assert uvicorn_proxy_flags() == flags
+    assert uvicorn_proxy_options() == options
 
 
 @pytest.mark.django_db

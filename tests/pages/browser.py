@@ -52,9 +52,9 @@ class Platform:
     web: subprocess.Popen[bytes] | None = None
 
     def start_web(self) -> None:
-        args = ["-m", "uvicorn", "config.asgi:application", "--port", str(self.port)]
-        # Open SSE streams must not hold a stopping server for long.
-        self.web = self.processes.start("web", [*args, "--timeout-graceful-shutdown", "1"], self.env)
+        # As deployed (manage.py serve_web); open SSE streams must not hold a stopping server long.
+        args = ["serve_web", "--port", str(self.port), "--graceful-seconds", "1"]
+        self.web = self.processes.manage("web", args, self.env)
         wait_for(self._answers, timeout=30, what=f"uvicorn on {self.port}\n{self.processes.logs()}")
 
     def kill_web(self) -> None:

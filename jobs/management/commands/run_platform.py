@@ -1,7 +1,7 @@
-"""``manage.py run_platform``: the ASGI web server, a django-q2 cluster and the reaper loop.
+"""``manage.py run_platform``: the web server, a django-q2 cluster and the reaper loop.
 
 One command for a single machine. On several machines run the three parts separately (see the
-README's deployment section): ``uvicorn config.asgi:application``, ``manage.py qcluster`` and
+README's deployment section): ``manage.py serve_web``, ``manage.py qcluster`` and
 ``manage.py reap_jobs``.
 """
 
@@ -17,16 +17,6 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
-
-
-def uvicorn_proxy_flags() -> list[str]:
-    """``--no-proxy-headers`` unless ``FORWARDED_ALLOW_IPS`` names the trusted proxies: uvicorn
-    otherwise believes X-Forwarded-For from 127.0.0.1, and a local client could pose as any
-    address (the /metrics allow-list, per-address throttles)."""
-    trusted = os.environ.get("FORWARDED_ALLOW_IPS", "").strip()
-    if not trusted:
-        return ["--no-proxy-headers"]
-    return ["--proxy-headers", "--forwarded-allow-ips", trusted]
 
 
 class Command(BaseCommand):
@@ -50,18 +40,7 @@ class Command(BaseCommand):
         worker_env = {**os.environ, "DB_CONN_MAX_AGE": os.environ.get("DB_CONN_MAX_AGE", "60")}
         parts = {
             "web": (
-                [
-                    python,
-                    "-m",
-                    "uvicorn",
-                    "config.asgi:application",
-                    "--host",
-                    options["host"],
-                    "--port",
-                    str(options["port"]),
-                    "--no-access-log",
-                    *uvicorn_proxy_flags(),
-                ],
+                [python, manage, "serve_web", "--host", options["host"], "--port", str(options["port"])],
                 web_env,
             ),
             "workers": ([python, manage, "qcluster"], worker_env),

@@ -1,0 +1,105 @@
+"""One origin, two Django handlers: sync views through the WSGI handler, async views through ASGI.
+
+Django's ASGI handler runs every sync middleware method and every sync view through
+``sync_to_async``: about twenty thread hand-offs per API request, which cap a process at a tenth
+of what gunicorn's sync workers serve (bench/README, issue 18). The JSON API and the pages are
+sync views, so they go to Django's WSGI handler instead, run whole on a thread of a small pool
+(``a2wsgi``: one hand-off per request), once their body has been read on the event loop. Async
+views (the SSE event stream) stay on the ASGI handler, where a thousand open streams cost no
+threads and no database connections.
+
+The choice is made per request by resolving the path against the urlconf once per path shape, so
+a new async view needs no list kept in step here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import Awaitable, Callable, MutableMapping
+from functools import lru_cache
+from typing import Any, cast
+
+from a2wsgi import WSGIMiddleware
+from a2wsgi.asgi_typing import HTTPScope
+from django.urls import Resolver404, get_resolver
+
+Scope = MutableMapping[str, Any]
+
+_IN_MEMORY = 1024 * 1024  # request bodies up to this stay in memory while they are buffered
+_CHUNK = 64 * 1024
+ASGIApp = Callable[..., Awaitable[None]]
+
+
+@lru_cache(maxsize=4096)
+def is_async_view(path_info: str) -> bool:
+    """Whether the view for ``path_info`` (without the script prefix) is a coroutine function.
+
+    Unknown paths answer False: Django's 404 comes from the sync handler like any page.
+    """
+    try:
+        match = get_resolver().resolve(path_info)
+    except Resolver404:
+        return False
+    return asyncio.iscoroutinefunction(match.func)
+
+
+class ViewKindDispatcher:
+    """Send HTTP requests for sync views to ``wsgi_app`` on a thread pool, the rest to ``asgi_app``."""
+
+    def __init__(self, *, asgi_app: ASGIApp, wsgi_app: Any, threads: int) -> None:
+        self.asgi_app = asgi_app
+        self.wsgi = WSGIMiddleware(wsgi_app, workers=threads)
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not is_async_view(_path_info(scope)):
+            body = await _read_body(receive)
+            if body is None:
+                return  # the client went away before its body arrived
+            with body:
+                await self.wsgi(cast(HTTPScope, scope), _replay(body, receive), send)
+            return
+        await self.asgi_app(scope, receive, send)
+
+
+async def _read_body(receive: Any) -> tempfile.SpooledTemporaryFile[bytes] | None:
+    """The whole request body, read on the event loop before a thread is given to the request:
+    a client that sends its upload slowly holds a coroutine, not one of the few sync threads.
+    Large bodies spill to a temporary file (the body limit in front has already bounded them)."""
+    body: tempfile.SpooledTemporaryFile[bytes] = tempfile.SpooledTemporaryFile(  # noqa: SIM115 - returned open
+        max_size=_IN_MEMORY
+    )
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            body.close()
+            return None
+        body.write(message.get("body", b""))
+        if not message.get("more_body", False):
+            body.seek(0)
+            return body
+
+
+def _replay(body: tempfile.SpooledTemporaryFile[bytes], receive: Any) -> Any:
+    """An ASGI ``receive`` that hands out the buffered body, then waits for the disconnect."""
+
+    async def replayed() -> dict[str, Any]:
+        if body.closed:
+            return await receive()
+        chunk = body.read(_CHUNK)
+        more = len(chunk) == _CHUNK
+        if not more:
+            body.close()
+        return {"type": "http.request", "body": chunk, "more_body": more}
+
+    return replayed
+
+
+def _path_info(scope: Scope) -> str:
+    path: str = scope["path"]
+    root = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    # The resolver's cache key: ids in the path make every URL distinct, so the cache holds the
+    # most recent ones; a miss costs one resolve (tens of microseconds).
+    return path or "/"
