@@ -172,7 +172,9 @@ def database_config() -> dict[str, Any]:
         db["CONN_HEALTH_CHECKS"] = True  # a restarted database is noticed before reuse
         if env_bool("DB_POOL"):
             # The web server runs requests on WEB_THREADS threads, and the event stream's shared
-            # reads on a few more; a pool bounds the connections.
+            # reads on a few more; a pool bounds the connections. Its checkout check looks for a
+            # closed socket instead of sending a query (config/postgresql, config/db_pool.py).
+            db["ENGINE"] = "config.postgresql"
             db["OPTIONS"] = {"pool": {"min_size": 1, "max_size": env_int("DB_POOL_MAX", WEB_THREADS + 2)}}
     return db
 

@@ -47,7 +47,10 @@ def deployment_id(db: dict[str, Any] | None = None) -> str:
     """Names this deployment by the database it uses (``db``: the default database's settings):
     the same on every process of it."""
     db = db if db is not None else settings.DATABASES["default"]
-    identity = "|".join(str(db.get(key) or "") for key in ("ENGINE", "HOST", "PORT", "NAME"))
+    # The backend by its last name: the web server's pooled PostgreSQL backend (config.postgresql)
+    # and the workers' (django.db.backends.postgresql) are one deployment.
+    engine = str(db.get("ENGINE") or "").rsplit(".", 1)[-1]
+    identity = "|".join([engine, *(str(db.get(key) or "") for key in ("HOST", "PORT", "NAME"))])
     return hashlib.sha256(identity.encode()).hexdigest()[:12]
 
 

@@ -233,6 +233,9 @@ class Server:
         return httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
 
 
+WEB_WORKERS = 2  # uvicorn processes of a test server
+
+
 def start_server(processes: Processes, env: dict[str, str], **extra: str) -> Server:
     port = free_port()
     # As deployed: two uvicorn workers on their own sockets of one port (manage.py serve_web).
@@ -247,7 +250,7 @@ def start_server(processes: Processes, env: dict[str, str], **extra: str) -> Ser
         "--graceful-seconds",
         "1",
     ]
-    processes.manage("web", args, {**env, **extra})
+    processes.manage("web", args, {**env, "DB_POOL": "1", **extra})  # pooled, as run_platform runs it
     base = f"http://127.0.0.1:{port}"
 
     def up() -> bool:

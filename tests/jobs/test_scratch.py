@@ -96,3 +96,14 @@ def test_another_deployments_job_directories_are_not_swept(tmp_path: Path, monke
     assert theirs.exists()
     another = {**settings.DATABASES["default"], "NAME": "another-database"}
     assert scratch.deployment_id(another) != scratch.deployment_id()
+
+
+def test_the_web_servers_pooled_backend_is_the_same_deployment() -> None:
+    """The web server's PostgreSQL backend (config.postgresql, for its pool) and the workers'
+    (Django's) name one database: both sweep the same scratch folder."""
+    workers = {"ENGINE": "django.db.backends.postgresql", "HOST": "db", "PORT": 5432, "NAME": "ingest"}
+    web = {**workers, "ENGINE": "config.postgresql"}
+    assert scratch.deployment_id(web) == scratch.deployment_id(workers)
+    assert scratch.deployment_id(
+        {**workers, "ENGINE": "django.db.backends.sqlite3"}
+    ) != scratch.deployment_id(workers)
