@@ -4,7 +4,8 @@ Django's ASGI handler runs every sync middleware method and every sync view thro
 ``sync_to_async``: about twenty thread hand-offs per API request, which cap a process at a tenth
 of what gunicorn's sync workers serve (bench/README, issue 18). The JSON API and the pages are
 sync views, so they go to Django's WSGI handler instead, run whole on a thread of a small pool
-(``a2wsgi``: one hand-off per request), once their body has been read on the event loop. Async
+(``a2wsgi``, with a responder that does not make the thread wait for the loop to take each
+message), once their body has been read on the event loop. Async
 views (the SSE event stream) stay on the ASGI handler, where a thousand open streams cost no
 threads and no database connections.
 
@@ -16,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from functools import lru_cache
 from typing import Any, cast
 
 from a2wsgi import WSGIMiddleware
 from a2wsgi.asgi_typing import HTTPScope
+from a2wsgi.wsgi import WSGIResponder
 from django.urls import Resolver404, get_resolver
 
 Scope = MutableMapping[str, Any]
@@ -49,7 +52,7 @@ class ViewKindDispatcher:
 
     def __init__(self, *, asgi_app: ASGIApp, wsgi_app: Any, threads: int) -> None:
         self.asgi_app = asgi_app
-        self.wsgi = WSGIMiddleware(wsgi_app, workers=threads)
+        self.wsgi = _WSGI(wsgi_app, workers=threads)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and not is_async_view(_path_info(scope)):
@@ -93,6 +96,41 @@ def _replay(body: tempfile.SpooledTemporaryFile[bytes], receive: Any) -> Any:
         return {"type": "http.request", "body": chunk, "more_body": more}
 
     return replayed
+
+
+class _Responder(WSGIResponder):
+    """a2wsgi's responder, except that the request's thread does not wait for the event loop to
+    take each message (a2wsgi hands every message over and waits): it waits only while
+    ``send_queue_size`` messages are still unsent, i.e. for a slow reader of a long body. A small
+    JSON answer leaves the thread at once, which is most of what the thread was waiting for."""
+
+    def __init__(self, app: Any, executor: Any, send_queue_size: int) -> None:
+        super().__init__(app, executor, send_queue_size)
+        self.send_queue = asyncio.Queue()  # bounded by ``room`` instead
+        self.room = threading.Semaphore(send_queue_size)
+        self.gone = False
+
+    def send(self, message: Any) -> None:
+        if self.gone:
+            return  # the client is gone: the rest of the body goes nowhere
+        self.room.acquire()
+        if not self.gone:
+            self.loop.call_soon_threadsafe(self.send_queue.put_nowait, message)
+
+    async def sender(self, send: Any) -> None:
+        try:
+            while (message := await self.send_queue.get()) is not None:
+                await send(message)
+                self.room.release()
+        finally:
+            # Nothing more is sent (done, or the send failed): a waiting thread must not hang.
+            self.gone = True
+            self.room.release()
+
+
+class _WSGI(WSGIMiddleware):
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await _Responder(self.app, self.executor, self.send_queue_size)(scope, receive, send)
 
 
 def _path_info(scope: Scope) -> str:
