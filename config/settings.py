@@ -138,10 +138,12 @@ WSGI_APPLICATION = "config.wsgi.application"
 ASGI_APPLICATION = "config.asgi.application"
 
 
-# Threads of a web worker that run sync views (the API and the pages; config/dispatch.py). Two, so
-# one slow request (a search, a big list) does not stall the polls behind it; more lose to
-# contention for the interpreter lock (bench/README.md, status endpoint).
-WEB_THREADS = env_int("WEB_THREADS", 2)
+# Threads of a web worker that run sync views (the API and the pages; config/dispatch.py). A
+# thread is held only while Django runs the request (bodies are read before, answers sent after,
+# on the event loop), as a gunicorn sync worker behind a buffering proxy. More threads per
+# process lose to contention for the interpreter lock (bench/README.md, status endpoint): to
+# serve more requests at once, run more workers (WEB_WORKERS).
+WEB_THREADS = env_int("WEB_THREADS", 1)
 
 
 def database_config() -> dict[str, Any]:
@@ -171,11 +173,13 @@ def database_config() -> dict[str, Any]:
         db["CONN_MAX_AGE"] = 0 if env_bool("DB_POOL") else env_int("DB_CONN_MAX_AGE", 0)
         db["CONN_HEALTH_CHECKS"] = True  # a restarted database is noticed before reuse
         if env_bool("DB_POOL"):
-            # The web server runs requests on WEB_THREADS threads, and the event stream's shared
-            # reads on a few more; a pool bounds the connections. Its checkout check looks for a
-            # closed socket instead of sending a query (config/postgresql, config/db_pool.py).
+            # The web server runs sync requests on WEB_THREADS threads, and the event streams'
+            # opening reads on threads of their own; a pool bounds the connections. Its checkout
+            # check looks for a closed socket instead of sending a query (config/postgresql,
+            # config/db_pool.py).
             db["ENGINE"] = "config.postgresql"
-            db["OPTIONS"] = {"pool": {"min_size": 1, "max_size": env_int("DB_POOL_MAX", WEB_THREADS + 2)}}
+            pool_max = env_int("DB_POOL_MAX", max(8, WEB_THREADS + 2))
+            db["OPTIONS"] = {"pool": {"min_size": 1, "max_size": pool_max}}
     return db
 
 

@@ -90,8 +90,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--workers",
             type=int,
-            default=int(os.environ.get("WEB_WORKERS", "1")),
-            help="uvicorn processes (WEB_WORKERS, default 1; about one per core on a web machine).",
+            default=int(os.environ.get("WEB_WORKERS", "2")),
+            help="uvicorn processes (WEB_WORKERS, default 2; one per core on a web machine, or more "
+            "where requests wait on the database).",
         )
         parser.add_argument("--fd", type=int, help=argparse.SUPPRESS)  # one worker, on this socket
         parser.add_argument(
