@@ -16,6 +16,7 @@ a new async view needs no list kept in step here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -34,6 +35,8 @@ _CHUNK = 64 * 1024
 ASGIApp = Callable[..., Awaitable[None]]
 
 
+# Ids in the path make most URLs distinct: the cache holds the recent ones (a status poll asks the
+# same path again and again); a miss costs one resolve, tens of microseconds.
 @lru_cache(maxsize=4096)
 def is_async_view(path_info: str) -> bool:
     """Whether the view for ``path_info`` (without the script prefix) is a coroutine function.
@@ -56,46 +59,59 @@ class ViewKindDispatcher:
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and not is_async_view(_path_info(scope)):
-            body = await _read_body(receive)
+            body = await _Body.read(receive)
             if body is None:
                 return  # the client went away before its body arrived
             with body:
-                await self.wsgi(cast(HTTPScope, scope), _replay(body, receive), send)
+                await self.wsgi(cast(HTTPScope, scope), body.receive, send)
             return
         await self.asgi_app(scope, receive, send)
 
 
-async def _read_body(receive: Any) -> tempfile.SpooledTemporaryFile[bytes] | None:
-    """The whole request body, read on the event loop before a thread is given to the request:
-    a client that sends its upload slowly holds a coroutine, not one of the few sync threads.
-    Large bodies spill to a temporary file (the body limit in front has already bounded them)."""
-    body: tempfile.SpooledTemporaryFile[bytes] = tempfile.SpooledTemporaryFile(  # noqa: SIM115 - returned open
-        max_size=_IN_MEMORY
-    )
-    while True:
+class _Body(contextlib.AbstractContextManager["_Body"]):
+    """The whole request body, read on the event loop before a thread is given to the request: a
+    client that sends its upload slowly holds a coroutine, not one of the few sync threads.
+    ``receive`` hands it to the sync handler as ASGI messages, then waits for the disconnect."""
+
+    def __init__(self, receive: Any, first: dict[str, Any] | None, spool: Any) -> None:
+        self._receive, self._first, self._spool = receive, first, spool
+
+    @classmethod
+    async def read(cls, receive: Any) -> _Body | None:
+        """None if the client disconnected first. A body in one message (every GET) is kept as it
+        came; longer ones are spooled, spilling to a temporary file past 1 MiB (the body limit in
+        front has already bounded them)."""
         message = await receive()
         if message["type"] == "http.disconnect":
-            body.close()
             return None
-        body.write(message.get("body", b""))
         if not message.get("more_body", False):
-            body.seek(0)
-            return body
+            return cls(receive, message, None)
+        spool = tempfile.SpooledTemporaryFile(max_size=_IN_MEMORY)  # noqa: SIM115 - closed by __exit__
+        while message.get("more_body", False):
+            spool.write(message.get("body", b""))
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                spool.close()
+                return None
+        spool.write(message.get("body", b""))
+        spool.seek(0)
+        return cls(receive, None, spool)
 
-
-def _replay(body: tempfile.SpooledTemporaryFile[bytes], receive: Any) -> Any:
-    """An ASGI ``receive`` that hands out the buffered body, then waits for the disconnect."""
-
-    async def replayed() -> dict[str, Any]:
-        if body.closed:
-            return await receive()
-        chunk = body.read(_CHUNK)
+    async def receive(self) -> dict[str, Any]:
+        if self._first is not None:
+            message, self._first = self._first, None
+            return message
+        if self._spool is None or self._spool.closed:
+            return dict(await self._receive())  # after the body: wait for the disconnect
+        chunk = self._spool.read(_CHUNK)
         more = len(chunk) == _CHUNK
         if not more:
-            body.close()
+            self._spool.close()
         return {"type": "http.request", "body": chunk, "more_body": more}
 
-    return replayed
+    def __exit__(self, *exc: object) -> None:
+        if self._spool is not None:
+            self._spool.close()
 
 
 class _Responder(WSGIResponder):
@@ -138,6 +154,4 @@ def _path_info(scope: Scope) -> str:
     root = scope.get("root_path", "")
     if root and path.startswith(root):
         path = path[len(root) :]
-    # The resolver's cache key: ids in the path make every URL distinct, so the cache holds the
-    # most recent ones; a miss costs one resolve (tens of microseconds).
     return path or "/"

@@ -15,8 +15,13 @@ import ctypes
 import ctypes.util
 import os
 import signal
+import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -96,3 +101,26 @@ def reap(pids: list[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
+
+
+def stop_on_signals() -> threading.Event:
+    """An event set when this process gets SIGINT or SIGTERM (a supervisor's cue to stop)."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
+def terminate_all(procs: Iterable[subprocess.Popen[Any]], grace: float) -> None:
+    """SIGTERM to every child still running, then SIGKILL to those not gone within ``grace`` s."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

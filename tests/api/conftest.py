@@ -7,6 +7,7 @@ State is created through the services and the API itself (``user_create_in_tenan
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -270,9 +271,17 @@ def start_server(processes: Processes, env: dict[str, str], **extra: str) -> Ser
 def server(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One web server per test module, serving the project's ASGI application on the test database
     with 1 s keep-alives. It holds no state of its own: each test creates its data."""
-    processes = Processes(tmp_path_factory.mktemp("uvicorn"))
+    with serving(tmp_path_factory, SSE_KEEPALIVE_SECONDS="1") as started:
+        yield started
+
+
+@contextlib.contextmanager
+def serving(tmp_path_factory: pytest.TempPathFactory, **env: str) -> Iterator[Server]:
+    """A web server on the test database (``env``: settings for it) until the block ends: the body
+    of a module's server fixture."""
+    processes = Processes(tmp_path_factory.mktemp("web"))
     try:
-        yield start_server(processes, child_env(SSE_KEEPALIVE_SECONDS="1"))
+        yield start_server(processes, child_env(**env))
     finally:
         processes.stop_all()
         connections.close_all()

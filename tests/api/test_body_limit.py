@@ -10,11 +10,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pytest
-from django.db import connections
 from django.test import Client, override_settings
 
-from tests.api.conftest import Server, start_server
-from tests.conftest import Processes, child_env
+from tests.api.conftest import Server, serving
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
 
@@ -23,12 +21,8 @@ LIMIT = 1024 * 1024
 
 @pytest.fixture(scope="module")
 def small_limit_server(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    processes = Processes(tmp_path_factory.mktemp("uvicorn"))
-    try:
-        yield start_server(processes, child_env(REQUEST_MAX_BODY_BYTES=str(LIMIT)))
-    finally:
-        processes.stop_all()
-        connections.close_all()
+    with serving(tmp_path_factory, REQUEST_MAX_BODY_BYTES=str(LIMIT)) as server:
+        yield server
 
 
 def raw_request(

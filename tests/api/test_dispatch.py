@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from config.dispatch import ViewKindDispatcher
+from tests.conftest import wait_for_async
 
 CHUNKS = [b"chunk %03d;" % i for i in range(60)]  # several times the bridge's queue of 10
 
@@ -36,6 +37,7 @@ class StreamingApp:
     def __init__(self) -> None:
         self.finished = threading.Event()
         self.body = b""
+        self.yielded = 0  # chunks handed to the server so far
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterator[bytes]:
         self.body = environ["wsgi.input"].read()
@@ -44,8 +46,9 @@ class StreamingApp:
 
     def stream(self) -> Iterator[bytes]:
         try:
-            yield self.body
-            yield from CHUNKS
+            for chunk in [self.body, *CHUNKS]:
+                self.yielded += 1
+                yield chunk
         finally:
             self.finished.set()
 
@@ -57,7 +60,7 @@ def run(app: StreamingApp, send: Any, *, body_parts: list[bytes]) -> None:
         if parts:
             chunk = parts.pop(0)
             return {"type": "http.request", "body": chunk, "more_body": bool(parts)}
-        await asyncio.sleep(3600)  # no disconnect while the response is sent
+        await asyncio.Event().wait()  # no disconnect while the response is sent
         raise AssertionError("unreachable")
 
     async def asgi_app(*_: Any) -> None:
@@ -72,7 +75,9 @@ def test_a_streamed_answer_arrives_whole_and_in_order_through_a_slow_client() ->
     sent: list[dict[str, Any]] = []
 
     async def slow_send(message: dict[str, Any]) -> None:
-        await asyncio.sleep(0.001)  # the loop takes each message later than the thread offers it
+        # A client that takes nothing until the thread has filled the queue of 10 (the start and
+        # 9 chunks sent, the 10th chunk waiting for room).
+        await wait_for_async(lambda: app.yielded >= 10, timeout=10, what="the queue to fill")
         sent.append(message)
 
     run(app, slow_send, body_parts=[b"hello", b" world"])

@@ -8,17 +8,18 @@ import os
 import re
 import signal
 import socket
+import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-from django.db import connections
 
 from config.dispatch import is_async_view
 from documents.services.accounts import user_create_in_tenant
 from jobs import proctree
-from tests.api.conftest import Server, free_port, start_server
+from tests.api.conftest import Server, free_port, serving
 from tests.conftest import Processes, child_env, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
@@ -35,12 +36,8 @@ def test_the_event_stream_is_the_async_view_and_the_api_is_not() -> None:
 @pytest.fixture(scope="module")
 def one_thread_server(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One sync thread per worker: whatever holds it holds every sync request of that worker."""
-    processes = Processes(tmp_path_factory.mktemp("web"))
-    try:
-        yield start_server(processes, child_env(WEB_THREADS="1"))
-    finally:
-        processes.stop_all()
-        connections.close_all()
+    with serving(tmp_path_factory, WEB_THREADS="1") as server:
+        yield server
 
 
 def test_a_slow_upload_holds_no_sync_thread(one_thread_server: Server) -> None:
@@ -114,66 +111,65 @@ def _workers(leader: int) -> list[int]:
     return sorted(pid for pid, parent in proctree.parents().items() if parent == leader)
 
 
+@dataclass
+class TwoWorkers:
+    leader: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def two_workers(tmp_path: Path) -> Iterator[TwoWorkers]:
+    """``serve_web --workers 2`` on a free port, both workers up and the server answering."""
+    processes = Processes(tmp_path)
+    port = free_port()
+    args = ["serve_web", "--port", str(port), "--workers", "2", "--graceful-seconds", "1"]
+    try:
+        web = TwoWorkers(processes.manage("web", args, child_env()), port)
+        wait_for(lambda: len(_workers(web.leader.pid)) == 2, timeout=30, what="two workers")
+        wait_for(lambda: _answers(web.base), timeout=30, what="the server to answer")
+        yield web
+    finally:
+        processes.stop_all()
+
+
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads connections from Linux's /proc")
-def test_kept_alive_connections_are_spread_over_the_workers(tmp_path: Path) -> None:
+def test_kept_alive_connections_are_spread_over_the_workers(two_workers: TwoWorkers) -> None:
     """uvicorn's own --workers share one socket, and one worker can take every connection of a
     burst; here each worker has its own socket and the kernel spreads them."""
-    processes = Processes(tmp_path)
-    port = free_port()
+    clients = [httpx.Client(base_url=two_workers.base, timeout=10) for _ in range(40)]
     try:
-        leader = processes.manage(
-            "web",
-            ["serve_web", "--port", str(port), "--workers", "2", "--graceful-seconds", "1"],
-            child_env(),
-        )
-        base = f"http://127.0.0.1:{port}"
-        wait_for(lambda: len(_workers(leader.pid)) == 2, timeout=30, what="two workers")
-        wait_for(lambda: _answers(base), timeout=30, what="the server to answer")
-        clients = [httpx.Client(base_url=base, timeout=10) for _ in range(40)]
-        try:
-            for client in clients:  # each keeps its connection open after its request
-                assert client.get("/accounts/login/").status_code == 200
-            counts = [_established(port, pid) for pid in _workers(leader.pid)]
-        finally:
-            for client in clients:
-                client.close()
-        assert sum(counts) == 40, counts
-        # Binomial(40, 1/2): below 6 on one side has odds of about 1 in 10^6.
-        assert min(counts) >= 6, counts
+        for client in clients:  # each keeps its connection open after its request
+            assert client.get("/accounts/login/").status_code == 200
+        counts = [_established(two_workers.port, pid) for pid in _workers(two_workers.leader.pid)]
     finally:
-        processes.stop_all()
+        for client in clients:
+            client.close()
+    assert sum(counts) == 40, counts
+    # Binomial(40, 1/2): below 6 on one side has odds of about 1 in 10^6.
+    assert min(counts) >= 6, counts
 
 
-def test_a_dead_worker_is_started_again_and_sigterm_stops_them_all(tmp_path: Path) -> None:
-    processes = Processes(tmp_path)
-    port = free_port()
-    try:
-        leader = processes.manage(
-            "web",
-            ["serve_web", "--port", str(port), "--workers", "2", "--graceful-seconds", "1"],
-            child_env(),
-        )
-        base = f"http://127.0.0.1:{port}"
-        wait_for(lambda: len(_workers(leader.pid)) == 2, timeout=30, what="two workers")
-        first = _workers(leader.pid)
-        os.kill(first[0], signal.SIGKILL)
-        wait_for(
-            lambda: len(_workers(leader.pid)) == 2 and first[0] not in _workers(leader.pid),
-            timeout=30,
-            what="the killed worker to be started again",
-        )
-        wait_for(lambda: all(_answers(base) for _ in range(20)), timeout=30, what="every socket to answer")
-        workers = _workers(leader.pid)
-        leader.send_signal(signal.SIGTERM)
-        assert leader.wait(timeout=30) == 0
-        for pid in workers:  # the leader waited for them
-            assert not Path(f"/proc/{pid}").exists()
-    finally:
-        processes.stop_all()
-
-
-def _serve_web(port: int) -> list[str]:
-    return ["serve_web", "--port", str(port), "--workers", "2", "--graceful-seconds", "1"]
+def test_a_dead_worker_is_started_again_and_sigterm_stops_them_all(two_workers: TwoWorkers) -> None:
+    leader = two_workers.leader
+    first = _workers(leader.pid)
+    os.kill(first[0], signal.SIGKILL)
+    wait_for(
+        lambda: len(_workers(leader.pid)) == 2 and first[0] not in _workers(leader.pid),
+        timeout=30,
+        what="the killed worker to be started again",
+    )
+    wait_for(
+        lambda: all(_answers(two_workers.base) for _ in range(20)), timeout=30, what="every socket to answer"
+    )
+    workers = _workers(leader.pid)
+    leader.send_signal(signal.SIGTERM)
+    assert leader.wait(timeout=30) == 0
+    for pid in workers:  # the leader waited for them
+        assert not Path(f"/proc/{pid}").exists()
 
 
 def _answers(base: str) -> bool:

@@ -8,11 +8,10 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 from django.core.cache import caches
-from django.db import connections
 
-from tests.api.conftest import Caller, Server, SSEStream, start_server
+from tests.api.conftest import Caller, Server, SSEStream, serving
 from tests.api.test_sse import upload_over_http
-from tests.conftest import Processes, child_env, wait_for
+from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
 OpenStream = Callable[..., SSEStream]
@@ -20,18 +19,14 @@ OpenStream = Callable[..., SSEStream]
 
 @pytest.fixture(scope="module")
 def capped_server(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    processes = Processes(tmp_path_factory.mktemp("uvicorn"))
-    env = child_env(
+    with serving(
+        tmp_path_factory,
         SSE_KEEPALIVE_SECONDS="1",
         SSE_MAX_STREAMS_PER_USER="2",
         SSE_MAX_STREAMS="3",
         SSE_MAX_STREAM_SECONDS="3",
-    )
-    try:
-        yield start_server(processes, env)
-    finally:
-        processes.stop_all()
-        connections.close_all()
+    ) as server:
+        yield server
 
 
 @pytest.fixture(autouse=True)

@@ -9,13 +9,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.cache import caches
 from django.core.exceptions import ValidationError
-from django.db import connections
 from django.test import Client
 from pytest_django.fixtures import Settings as DjangoSettings
 from rest_framework.test import APIClient
 
-from tests.api.conftest import Caller, Server, assert_error, start_server
-from tests.conftest import Processes, child_env
+from tests.api.conftest import Caller, Server, assert_error, serving
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -100,12 +98,8 @@ def test_passwords_are_validated() -> None:
 
 @pytest.fixture(scope="module")
 def strict_server(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    processes = Processes(tmp_path_factory.mktemp("uvicorn"))
-    try:
-        yield start_server(processes, child_env(THROTTLE_SEARCH_USER="3/min"))
-    finally:
-        processes.stop_all()
-        connections.close_all()
+    with serving(tmp_path_factory, THROTTLE_SEARCH_USER="3/min") as server:
+        yield server
 
 
 @pytest.mark.cluster

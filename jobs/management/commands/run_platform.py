@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import subprocess
 import sys
-import time
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+
+from jobs import proctree
 
 
 class Command(BaseCommand):
@@ -51,31 +51,15 @@ class Command(BaseCommand):
         for line in options["then"]:
             # Runs beside the platform; its exit does not stop the platform.
             subprocess.Popen([python, manage, *shlex.split(line)])
-        stopping = False
-
-        def stop(*_: Any) -> None:
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
+        stop = proctree.stop_on_signals()
         code = 0
-        while not stopping:
-            for name, proc in procs.items():
-                if proc.poll() is not None:
-                    self.stderr.write(f"{name} exited with {proc.returncode}; stopping the platform")
-                    code = proc.returncode or 1
-                    stopping = True
-                    break
-            time.sleep(0.5)
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+        while not stop.wait(0.5):
+            exited = [(name, proc) for name, proc in procs.items() if proc.poll() is not None]
+            if exited:
+                name, proc = exited[0]
+                self.stderr.write(f"{name} exited with {proc.returncode}; stopping the platform")
+                code = proc.returncode or 1
+                break
         # The cluster drains within JOBS_DRAIN_SECONDS (jobs handed back at their checkpoints).
-        deadline = time.monotonic() + float(settings.JOBS_DRAIN_SECONDS) + 5
-        for proc in procs.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        proctree.terminate_all(procs.values(), grace=float(settings.JOBS_DRAIN_SECONDS) + 5)
         sys.exit(code)

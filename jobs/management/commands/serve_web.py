@@ -126,35 +126,19 @@ class Command(BaseCommand):
         started = [time.monotonic()] * len(workers)
         fast_exits = [0] * len(workers)
         self.stdout.write(f"web: {len(workers)} worker(s) on {options['host']}:{port}")
-        stopping = False
-
-        def stop(*_: Any) -> None:
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
+        stop = proctree.stop_on_signals()
         code = 0
-        while not stopping:
+        while not stop.wait(0.2):
             for i, worker in enumerate(workers):
                 if worker.poll() is None:
                     continue
                 fast_exits[i] = fast_exits[i] + 1 if time.monotonic() - started[i] < 5 else 1
                 if fast_exits[i] >= _FAST_EXITS_BEFORE_GIVING_UP:
                     self.stderr.write(f"web worker {i} keeps exiting ({worker.returncode}); stopping")
-                    code, stopping = 1, True
+                    code = 1
+                    stop.set()
                     break
                 self.stderr.write(f"web worker {i} exited with {worker.returncode}; starting it again")
                 workers[i], started[i] = start(sockets[i]), time.monotonic()
-            time.sleep(0.2)
-        for worker in workers:
-            if worker.poll() is None:
-                worker.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + options["graceful_seconds"] + 5
-        for worker in workers:
-            try:
-                worker.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
+        proctree.terminate_all(workers, grace=options["graceful_seconds"] + 5)
         sys.exit(code)
