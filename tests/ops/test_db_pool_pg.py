@@ -11,7 +11,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from config.db_pool import check_pooled_connection
-from tests.conftest import database_url
+from tests.conftest import database_url, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -40,8 +40,15 @@ def backend_pid(pool: ConnectionPool) -> int:
 
 
 def terminate(pid: int) -> None:
+    """End backend ``pid`` and wait until it is gone (pg_terminate_backend only signals it): the
+    connection then has the server's goodbye or EOF on its socket, as after a restart."""
     with psycopg.connect(database_url(), autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        wait_for(
+            lambda: admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone() is None,
+            timeout=10,
+            what=f"backend {pid} to exit",
+        )
 
 
 def test_a_connection_the_server_ended_is_dropped_at_checkout(pool: ConnectionPool) -> None:
