@@ -224,8 +224,10 @@ class Job(FSMModelMixin, models.Model):
     # the fields the transition declares in ``custom`` (see ``writes``).
 
     @transition(field=status, source=S.UPLOADED, target=S.QUEUED, custom=writes(*TO_QUEUE))
-    def enqueue(self, *, now: datetime) -> None:
+    def enqueue(self, *, now: datetime, dispatched: bool = False) -> None:
         self._to_queue(now, now)
+        if dispatched:  # its task is written in the same transaction (jobs.dispatch)
+            self.dispatched_at = now
 
     @transition(
         field=status,

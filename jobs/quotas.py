@@ -47,15 +47,18 @@ def quota_for(tenant: str) -> Quota:
     return _provider(tenant) if _provider is not None else Quota()
 
 
-def check_queue(tenant: str) -> None:
+def check_queue(tenant: str, *, lock: bool = False) -> None:
     """Raise :class:`QueueFull` when ``tenant`` may not add another waiting job now.
 
-    Inside a transaction, call :func:`lock_queue` first so that concurrent creators of one
-    tenant count one after the other.
+    Inside a transaction, pass ``lock`` so that concurrent creators of one tenant count one
+    after the other (:func:`lock_queue`). A tenant without a queue limit takes no lock and
+    counts nothing: the creation of its job is not serialised behind its other uploads.
     """
     limit = quota_for(tenant).max_queued
     if limit is None:
         return
+    if lock:
+        lock_queue(tenant)
     if Job.objects.filter(tenant=tenant, status__in=WAITING).count() >= limit:
         raise QueueFull(limit)
 

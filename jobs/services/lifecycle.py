@@ -9,7 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs import pipelines, quotas, rules
-from jobs.dispatch import dispatch_if_due
+from jobs.dispatch import dispatch_if_due, enqueue_task, with_the_job
 from jobs.errors import get_cause
 from jobs.models import Actor, Job, StageRun, Status
 from jobs.services.cleanup import job_run_cleanup
@@ -33,12 +33,13 @@ def job_create(
 ) -> Job:
     """Create a job for one subject version and enqueue it; its task leaves at commit.
 
-    Raises :class:`jobs.quotas.QueueFull` when the tenant's queue quota is reached.
+    Raises :class:`jobs.quotas.QueueFull` when the tenant's queue quota is reached. With q2's
+    ORM broker the task is written in the job's own transaction instead (jobs.dispatch).
     """
     pipeline = pipelines.get(kind)
+    outbox = with_the_job()
     with transaction.atomic():
-        quotas.lock_queue(tenant)
-        quotas.check_queue(tenant)
+        quotas.check_queue(tenant, lock=True)
         job = Job.objects.create(
             kind=kind,
             tenant=tenant,
@@ -47,14 +48,18 @@ def job_create(
             payload=payload or {},
             stage=pipeline.first_stage,
         )
-        return apply_transition(
+        job = apply_transition(
             job,
             "enqueue",
             actor=actor,
             actor_name=actor_name,
             reason=reason,
-            after_commit=dispatch_if_due,
+            dispatched=outbox,
+            after_commit=None if outbox else dispatch_if_due,
         )
+        if outbox:  # the task row commits with the job (jobs.dispatch.with_the_job)
+            enqueue_task(job.pk)
+        return job
 
 
 def job_cancel(

@@ -197,7 +197,7 @@ def test_a_batch_cancelled_during_ocr_ends_cancelled(base_url: str, processes: P
     client = sdk(base_url, user_create_in_tenant(username="alice", tenant_slug="acme"))
     store = client.vector_stores.create(name="Scans")
     uploaded = [
-        client.files.create(file=named(f"scan{i}.pdf", scanned_pages_pdf(6)), purpose="assistants")
+        client.files.create(file=named(f"scan{i}.pdf", scanned_pages_pdf(12)), purpose="assistants")
         for i in range(2)
     ]
     batch = client.vector_stores.file_batches.create(store.id, file_ids=[f.id for f in uploaded])

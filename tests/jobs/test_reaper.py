@@ -91,6 +91,8 @@ def test_dry_run_changes_nothing():
 
 def test_a_matured_backoff_is_dispatched():
     job = new_job()
+    # As after a retry's backoff: queued, no task in the broker, not dispatched since.
+    OrmQ.objects.all().delete()
     Job.objects.filter(pk=job.pk).update(dispatched_at=None, queued_at=timezone.now() - timedelta(seconds=10))
     report = reap()
     assert report.dispatched == [job.pk]
