@@ -173,12 +173,13 @@ def database_config() -> dict[str, Any]:
         db["CONN_MAX_AGE"] = 0 if env_bool("DB_POOL") else env_int("DB_CONN_MAX_AGE", 0)
         db["CONN_HEALTH_CHECKS"] = True  # a restarted database is noticed before reuse
         if env_bool("DB_POOL"):
-            # The web server runs sync requests on WEB_THREADS threads, and the event streams'
-            # opening reads on threads of their own; a pool bounds the connections. Its checkout
-            # check looks for a closed socket instead of sending a query (config/postgresql,
-            # config/db_pool.py).
+            # The web server runs sync requests on WEB_THREADS threads (each may rank a hybrid
+            # search's full text on a second connection, documents/search.py), and the event
+            # streams' opening reads on threads of their own; a pool bounds the connections. Its
+            # checkout check looks for a closed socket instead of sending a query
+            # (config/postgresql, config/db_pool.py).
             db["ENGINE"] = "config.postgresql"
-            pool_max = env_int("DB_POOL_MAX", max(8, WEB_THREADS + 2))
+            pool_max = env_int("DB_POOL_MAX", max(8, 2 * WEB_THREADS + 2))
             db["OPTIONS"] = {"pool": {"min_size": 1, "max_size": pool_max}}
     return db
 
@@ -343,6 +344,9 @@ INDEX_BATCH_SIZE = env_int("INDEX_BATCH_SIZE", 500)
 # to full-text matches (documents.search). Unset: the embedder's own floor (hashing 0.05, the local
 # MiniLM 0.3, HTTP and sentence-transformers models 0).
 SEARCH_MIN_SCORE = env_float("SEARCH_MIN_SCORE", -1.0)
+# PostgreSQL: a hybrid search runs its full-text ranking on a second connection while the query
+# is embedded and ranked by meaning, so it waits for the longer of the two, not their sum.
+SEARCH_CONCURRENT = env_bool("SEARCH_CONCURRENT", True)
 # local (all-MiniLM-L6-v2 from its pip package, no torch, offline) | hashing (lexical, no model)
 # | http (OpenAI-compatible) | sentence-transformers (optional extra)
 EMBEDDINGS_BACKEND = os.environ.get("EMBEDDINGS_BACKEND", "local")

@@ -159,6 +159,9 @@ class DocumentVersion(models.Model):
     # The processing settings (chunk sizes, embedder) its outputs were made with, as a key:
     # dedup reuses a version's outputs only for the same bytes *and* the same settings.
     processing = models.CharField(max_length=64, blank=True, default="")
+    # Its index entries, counted in the publish (unknown for a version published before): what
+    # the dense ranking sums to size a filtered scope (documents.retrieval.pgvector).
+    entries = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["document", "-number"]

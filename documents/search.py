@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,8 +103,38 @@ def search(
     )
     tokens = query_tokens(query)
     lists: dict[str, backends.Ranked] = {}
+    lexical: Future[backends.Ranked] | None = None
     if mode in ("hybrid", "lexical"):
-        lists["lexical"] = backends.lexical(scope, tokens, max(k, backends.LEXICAL_CANDIDATES))
+        limit = max(k, backends.LEXICAL_CANDIDATES)
+        if mode == "hybrid" and version is None and _concurrent():
+            lexical = _side_threads().submit(_on_own_connection, backends.lexical, scope, tokens, limit)
+        else:
+            lists["lexical"] = backends.lexical(scope, tokens, limit)
+    try:
+        _dense(lists, mode, embedder, scope, query, tokens, k, version)
+    except BaseException:
+        if lexical is not None:
+            wait([lexical])  # its connection is given back before this search's error goes up
+        raise
+    if lexical is not None:
+        lists["lexical"] = lexical.result()
+    # In one order whichever finished first: the fusion breaks ties by it.
+    ordered: dict[str, backends.Ranked] = {n: lists[n] for n in ("lexical", "semantic") if n in lists}
+    return _hits(tenant, fuse(ordered, k), query)
+
+
+def _dense(
+    lists: dict[str, backends.Ranked],
+    mode: str,
+    embedder: Any,
+    scope: backends.Scope,
+    query: str,
+    tokens: list[str],
+    k: int,
+    version: Any,
+) -> None:
+    """The ranking by meaning into ``lists["semantic"]`` (nothing when ``mode`` is lexical, or a
+    hybrid search's query could not be embedded)."""
     if mode in ("hybrid", "semantic"):
         try:
             vector = np.asarray(embedder.embed([query])[0], dtype=np.float32)
@@ -114,13 +146,48 @@ def search(
             # A user's hybrid search still answers from the word list while the embedding
             # provider is down, instead of failing as a whole.
             log.warning("query embedding failed (%s): answering from full text only", failure.cause)
-            return _hits(tenant, fuse(lists, k), query)
+            return
         floor = float(settings.SEARCH_MIN_SCORE)
         if floor < 0:  # unset: the embedder's own noise level
             floor = float(getattr(embedder, "similarity_floor", 0.0))
         nearest = backends.dense(scope, vector, max(k, DENSE_CANDIDATES), tokens=tokens)
         lists["semantic"] = [(i, s) for i, s in nearest if s > floor]
-    return _hits(tenant, fuse(lists, k), query)
+
+
+# The full-text side of concurrent hybrid searches: threads of this process, each with its own
+# database connection for the length of one ranking (the web server's pool has room for one per
+# request thread, config/settings.py). The indexing stage's probe of one version runs inline.
+SIDE_THREADS = 4
+_side: ThreadPoolExecutor | None = None
+_side_lock = threading.Lock()
+
+
+def _concurrent() -> bool:
+    """Whether a hybrid search may rank full text on another connection: PostgreSQL (SQLite's
+    rankings share one file and one process's CPU; nothing to win), and not inside a
+    transaction, whose snapshot and uncommitted rows another connection would not see."""
+    return (
+        bool(settings.SEARCH_CONCURRENT)
+        and connection.vendor == "postgresql"
+        and not connection.in_atomic_block
+    )
+
+
+def _side_threads() -> ThreadPoolExecutor:
+    global _side
+    with _side_lock:
+        if _side is None:
+            _side = ThreadPoolExecutor(max_workers=SIDE_THREADS, thread_name_prefix="search-fulltext")
+        return _side
+
+
+def _on_own_connection(fn: Callable[..., backends.Ranked], *args: Any) -> backends.Ranked:
+    """``fn(*args)`` on this thread's own connection, given back when it returns (to the pool
+    when the web server pools them), so no connection outlives its search."""
+    try:
+        return fn(*args)
+    finally:
+        connection.close()
 
 
 class SearchUnavailable(Exception):

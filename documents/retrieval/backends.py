@@ -17,6 +17,9 @@ afterwards, and neither reads more than its candidates' ids and scores into Pyth
   vectors, fetched by id; a tenant's vectors are never all read.
 """
 
+# long-module: the two rankings of each backend and the scope SQL they share must be read together
+# to check that every condition runs inside each ranking's own query.
+
 from __future__ import annotations
 
 import math
@@ -70,9 +73,18 @@ def _scope_sql(scope: Scope, tenant: str = "e.tenant_id") -> tuple[str, list[Any
     else:
         # Visibility is the publish commit: only the version the document points at is a hit.
         sql += " AND e.version_id = d.published_version_id"
+    document_sql, document_params = _document_conditions(scope, "e.document_id")
+    return sql + document_sql, params + document_params
+
+
+def _document_conditions(scope: Scope, document_id: str) -> tuple[str, list[Any]]:
+    """The scope's conditions on documents (ids, collections, attribute filters over ``d``),
+    each as `` AND ...``; ``document_id`` names the column the ids are matched on."""
+    sql = ""
+    params: list[Any] = []
     if scope.document_ids is not None:
         ids = list(scope.document_ids) or [uuid.UUID(int=0)]
-        sql += f" AND e.document_id IN ({', '.join(['%s'] * len(ids))})"
+        sql += f" AND {document_id} IN ({', '.join(['%s'] * len(ids))})"
         params.extend(_uuid(i) for i in ids)
     if scope.collection_ids is not None:
         ids = list(scope.collection_ids) or [uuid.UUID(int=0)]
@@ -82,6 +94,16 @@ def _scope_sql(scope: Scope, tenant: str = "e.tenant_id") -> tuple[str, list[Any
         sql += f" AND ({fragment})"
         params.extend(fragment_params)
     return sql, params
+
+
+def _documents_sql(scope: Scope) -> tuple[str, list[Any]] | None:
+    """The scope's conditions on its documents ``d`` alone, whose published versions hold every
+    entry in scope (what ``_scope_sql`` adds concerns the entries themselves and is applied to
+    the final rows); None for the probe's one given version."""
+    if scope.version_id is not None:
+        return None
+    document_sql, document_params = _document_conditions(scope, "d.id")
+    return "d.tenant_id = %s" + document_sql, [scope.tenant_id, *document_params]
 
 
 def lexical(scope: Scope, tokens: list[str], limit: int = LEXICAL_CANDIDATES) -> Ranked:
@@ -268,7 +290,9 @@ def dense(scope: Scope, vector: npt.NDArray[np.float32], limit: int, *, tokens: 
         return [(int(i), 1.0 - float(d) ** 2 / 2.0) for i, d in rows]
     if pgvector.enabled(connection):
         where, params = _scope_sql(scope)
-        return pgvector.nearest(connection, JOIN_DOCUMENT, where, params, scope.embedder, vector, limit)
+        return pgvector.nearest(
+            connection, JOIN_DOCUMENT, where, params, scope.embedder, vector, limit, _documents_sql(scope)
+        )
     return rerank_by_vectors(scope, vector, lexical(scope, tokens, FALLBACK_CANDIDATES), limit)
 
 

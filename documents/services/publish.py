@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import uuid
 
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from documents.causes import SUPERSEDED, VECTORS_MISSING
@@ -48,7 +50,11 @@ def version_publish(job: Job) -> None:
         detail = f"v{current.number} is already published; v{version.number} is not"
         raise StageFailure(SUPERSEDED.code, detail)
     now = timezone.now()
-    DocumentVersion.objects.filter(pk=version.pk).update(published_at=now)
+    # Its entries counted in the same statement (search sizes a filtered scope by them).
+    entries = IndexEntry.objects.filter(version=OuterRef("pk")).values("version").annotate(n=Count("*"))
+    DocumentVersion.objects.filter(pk=version.pk).update(
+        published_at=now, entries=Coalesce(Subquery(entries.values("n")), 0)
+    )
     if current is not None:
         DocumentVersion.objects.filter(pk=current.pk).update(superseded_at=now)
         # Its outputs go once this commits; the reaper removes them if this worker dies first.

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from documents.causes import INDEX_WRITE_FAILED
 from documents.models import ChunkVector, DocumentVersion, IndexEntry
@@ -175,6 +176,50 @@ def test_the_index_driven_dense_plan_finds_what_the_exact_plan_finds(library, mo
     indexed = {q: [h.version_id for h in search(library.tenant, q, k=3, mode="semantic")] for q in queries}
     assert indexed == exact
     assert all(exact.values())
+
+
+def test_the_publish_counts_the_versions_index_entries(library):
+    for version in [library.long, *library.others.values()]:
+        version.refresh_from_db()
+        assert version.entries == IndexEntry.objects.filter(version=version).count() > 0
+
+
+def test_a_selective_filter_is_ranked_by_binary_codes_and_finds_what_the_exact_plan_finds(
+    library, monkeypatch
+):
+    """Past the exact shortcut, a scope that holds few of the probe's neighbours is ranked by its
+    vectors' binary codes (read from their own index) and re-ranked at full precision, instead
+    of walking a graph of every vector past them: it must agree with the exact plan."""
+    titles = ["board.txt", "office.txt"]
+    where = [("d.title IN (%s, %s)", titles)]
+    queries = ["budget report", "the report of the northern office and the board", SHORT_DOCS["board.txt"]]
+
+    def ranked() -> dict[str, list[object]]:
+        return {
+            q: [h.version_id for h in search(library.tenant, q, k=2, mode="semantic", where=where)]
+            for q in queries
+        }
+
+    exact = ranked()
+    monkeypatch.setattr(pgvector, "EXACT_BELOW", 1)
+    with CaptureQueriesContext(connection) as queries_run:
+        by_codes = ranked()
+    assert by_codes == exact
+    assert all(exact.values())
+    assert {library.others[t].pk for t in titles} == set(exact["budget report"])
+    if pgvector.enabled(connection):  # 2 of the probe's 6 neighbours are in scope: the codes answer
+        assert sum("binary_quantize" in q["sql"] for q in queries_run.captured_queries) == len(queries)
+        # Versions published before their entries were counted: the scope is counted by vectors.
+        DocumentVersion.objects.update(entries=None)
+        with CaptureQueriesContext(connection) as queries_run:
+            assert ranked() == exact
+        assert sum("binary_quantize" in q["sql"] for q in queries_run.captured_queries) == len(queries)
+        monkeypatch.setattr(pgvector, "QUANTISED_BELOW", 1)  # a scope too large for the codes: the graph
+        with CaptureQueriesContext(connection) as queries_run:
+            assert ranked() == exact
+        assert not any(
+            "binary_quantize(" in q["sql"] and "WITH near" in q["sql"] for q in queries_run.captured_queries
+        )
 
 
 def _index_state(name: str) -> bool | None:

@@ -3,6 +3,7 @@ say where they come from, and ``k`` honoured."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from documents.models import DocumentVersion, IndexEntry
 from documents.search import search
 from jobs.models import Status
+from tests.conftest import wait_for
 from tests.documents import files
 from tests.documents.helpers import (
     JobThread,
@@ -125,3 +127,54 @@ def test_a_query_with_no_words_in_common_finds_nothing():
     ingest(tenant, files.text_pdf())
     assert hits_for(tenant, "quantum zeppelin") == []
     assert hits_for(tenant, "   ") == []
+
+
+def ranked(tenant, query: str) -> list[tuple[object, int, dict[str, int]]]:
+    return [(h.version_id, h.ordinal, h.ranks) for h in search(tenant, query, k=4)]
+
+
+@pytest.mark.postgres
+def test_a_hybrid_search_ranks_full_text_on_a_second_connection_and_gives_it_back(settings, monkeypatch):
+    """On PostgreSQL the full-text ranking of a hybrid search runs beside the ranking by meaning,
+    on another connection (so the search takes the longer of the two, not their sum): the same
+    hits as one after the other, and no connection left open behind it."""
+    from django.db import connection
+
+    from documents.retrieval import backends
+
+    tenant = make_tenant("acme")
+    atlas = ingest(tenant, files.text_pdf(ATLAS_PAGES), "atlas.pdf")
+    ingest(tenant, files.text_pdf(LIGHTHOUSE_PAGES), "lighthouse.pdf")
+    queries = [ATLAS_PAGES[1], "storm ledger keeper", "orchard bees spring"]
+    settings.SEARCH_CONCURRENT = False
+    one_after_the_other = {q: ranked(tenant, q) for q in queries}
+
+    settings.SEARCH_CONCURRENT = True
+    side: list[int] = []  # full-text rankings run off the caller's thread, by connection
+    real_lexical = backends.lexical
+
+    def lexical_noting_its_connection(*args, **kwargs):
+        # (Without pgvector the ranking by meaning also calls it, for its candidates, inline.)
+        if threading.current_thread() is not threading.main_thread():
+            connection.ensure_connection()
+            side.append(connection.connection.info.backend_pid)
+        return real_lexical(*args, **kwargs)
+
+    monkeypatch.setattr(backends, "lexical", lexical_noting_its_connection)
+    connection.ensure_connection()
+    ours = connection.connection.info.backend_pid
+
+    def open_connections() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+            return int(cursor.fetchone()[0])
+
+    before = open_connections()
+    concurrent = {q: ranked(tenant, q) for q in queries}
+    assert concurrent == one_after_the_other
+    assert len(side) == len(queries) and ours not in side
+    # (A closed connection's server process ends a moment after the client has let go.)
+    wait_for(
+        lambda: open_connections() == before, timeout=10, interval=0.05, what="the side connections closed"
+    )
+    assert concurrent[ATLAS_PAGES[1]][0][0] == atlas.pk
