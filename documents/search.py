@@ -110,48 +110,44 @@ def search(
             lexical = _side_threads().submit(_on_own_connection, backends.lexical, scope, tokens, limit)
         else:
             lists["lexical"] = backends.lexical(scope, tokens, limit)
-    try:
-        _dense(lists, mode, embedder, scope, query, tokens, k, version)
-    except BaseException:
-        if lexical is not None:
-            wait([lexical])  # its connection is given back before this search's error goes up
-        raise
+    semantic = None
+    if mode in ("hybrid", "semantic"):
+        try:
+            semantic = _dense(
+                embedder, scope, query, tokens, k, hybrid=mode == "hybrid", probe=version is not None
+            )
+        except BaseException:
+            if lexical is not None:
+                wait([lexical])  # its connection is given back before this search's error goes up
+            raise
     if lexical is not None:
         lists["lexical"] = lexical.result()
-    # In one order whichever finished first: the fusion breaks ties by it.
-    ordered: dict[str, backends.Ranked] = {n: lists[n] for n in ("lexical", "semantic") if n in lists}
-    return _hits(tenant, fuse(ordered, k), query)
+    if semantic is not None:  # after the full text, whichever finished first: fusion breaks ties by order
+        lists["semantic"] = semantic
+    return _hits(tenant, fuse(lists, k), query)
 
 
 def _dense(
-    lists: dict[str, backends.Ranked],
-    mode: str,
-    embedder: Any,
-    scope: backends.Scope,
-    query: str,
-    tokens: list[str],
-    k: int,
-    version: Any,
-) -> None:
-    """The ranking by meaning into ``lists["semantic"]`` (nothing when ``mode`` is lexical, or a
-    hybrid search's query could not be embedded)."""
-    if mode in ("hybrid", "semantic"):
-        try:
-            vector = np.asarray(embedder.embed([query])[0], dtype=np.float32)
-        except StageFailure as failure:
-            if version is not None:
-                raise  # the probe: the indexing stage retries or fails by the cause's policy
-            if mode == "semantic":
-                raise SearchUnavailable(failure.cause) from failure
-            # A user's hybrid search still answers from the word list while the embedding
-            # provider is down, instead of failing as a whole.
-            log.warning("query embedding failed (%s): answering from full text only", failure.cause)
-            return
-        floor = float(settings.SEARCH_MIN_SCORE)
-        if floor < 0:  # unset: the embedder's own noise level
-            floor = float(getattr(embedder, "similarity_floor", 0.0))
-        nearest = backends.dense(scope, vector, max(k, DENSE_CANDIDATES), tokens=tokens)
-        lists["semantic"] = [(i, s) for i, s in nearest if s > floor]
+    embedder: Any, scope: backends.Scope, query: str, tokens: list[str], k: int, *, hybrid: bool, probe: bool
+) -> backends.Ranked | None:
+    """The ranking by meaning; None when a hybrid search's query could not be embedded (it then
+    answers from full text alone)."""
+    try:
+        vector = np.asarray(embedder.embed([query])[0], dtype=np.float32)
+    except StageFailure as failure:
+        if probe:
+            raise  # the probe: the indexing stage retries or fails by the cause's policy
+        if not hybrid:
+            raise SearchUnavailable(failure.cause) from failure
+        # A user's hybrid search still answers from the word list while the embedding
+        # provider is down, instead of failing as a whole.
+        log.warning("query embedding failed (%s): answering from full text only", failure.cause)
+        return None
+    floor = float(settings.SEARCH_MIN_SCORE)
+    if floor < 0:  # unset: the embedder's own noise level
+        floor = float(getattr(embedder, "similarity_floor", 0.0))
+    nearest = backends.dense(scope, vector, max(k, DENSE_CANDIDATES), tokens=tokens)
+    return [(i, s) for i, s in nearest if s > floor]
 
 
 # The full-text side of concurrent hybrid searches: threads of this process, each with its own

@@ -38,7 +38,6 @@ from documents.retrieval import codes
 COLUMN = "embedding"
 _ENABLED: dict[tuple[Any, ...], bool] = {}
 _INDEXED: set[tuple[Any, ...]] = set()
-EF_SEARCH = 100
 
 
 def _key(connection: Any) -> tuple[Any, ...]:
@@ -268,14 +267,16 @@ def nearest(
             seen = cursor.fetchall()
             rows = [(i, d) for i, d in seen if i is not None]
             share = max(1, len(rows)) / max(1, len(seen))
-            if share < GRAPH_SHARE and documents is not None and uncounted and size < QUANTISED_BELOW:
-                size = codes.vectors_in(cursor, documents, QUANTISED_BELOW)
-            if share < GRAPH_SHARE and documents is not None and size < QUANTISED_BELOW:
-                rerank = max(MIN_RERANK, RERANK * int(limit))
-                rows = codes.nearest(
-                    cursor, documents, embedder, query, full, (join, where, params), limit, rerank
-                )
-            else:
+            by_codes = False
+            if share < GRAPH_SHARE and documents is not None:
+                if uncounted and size < QUANTISED_BELOW:
+                    size = codes.vectors_in(cursor, documents, QUANTISED_BELOW)
+                by_codes = size < QUANTISED_BELOW
+                if by_codes:
+                    rerank = max(MIN_RERANK, RERANK * int(limit))
+                    entries_sql = (join, where, params)
+                    rows = codes.nearest(cursor, documents, embedder, query, full, entries_sql, limit, rerank)
+            if not by_codes:
                 ef_search = min(MAX_EF_SEARCH, max(PROBE, math.ceil(OVERSAMPLE * int(limit) / share)))
                 if len(rows) < limit or ef_search > PROBE:
                     cursor.execute(
