@@ -39,14 +39,18 @@ DEBUG = env_bool("DEBUG", False)
 
 
 def _secret_key() -> str:
-    """``SECRET_KEY``, or the key kept in ``SECRET_KEY_FILE`` (created on first use: the ``make run``
-    demo keeps one under ``var/``). Without either only DEBUG may start, with a throwaway key.
+    """``SECRET_KEY``, or the key kept in ``SECRET_KEY_FILE`` (created on first use). On the
+    embedded default (no ``DATABASE_URL``) the file defaults to ``var/secret_key``, so every
+    ``manage.py`` command of one machine shares the key ``make run`` created; a deployment on
+    PostgreSQL names its key itself. Without one only DEBUG may start, with a throwaway key.
 
     Signed cookies, password reset links and django-q2's signed (pickled) task packages all rest
     on it: a public default would let anyone who can write to the broker run code on the workers.
     """
     key = os.environ.get("SECRET_KEY", "")
     key_file = os.environ.get("SECRET_KEY_FILE", "")
+    if not key and not key_file and not os.environ.get("DATABASE_URL"):
+        key_file = str(VAR_DIR / "secret_key")
     if not key and key_file:
         path = Path(key_file) if Path(key_file).is_absolute() else BASE_DIR / key_file
         if not path.exists():
@@ -65,8 +69,8 @@ def _secret_key() -> str:
     from django.core.exceptions import ImproperlyConfigured
 
     raise ImproperlyConfigured(
-        "SECRET_KEY is not set (or is a public example). Set SECRET_KEY or SECRET_KEY_FILE, or DEBUG=1 "
-        "for development."
+        "SECRET_KEY is not set (or is a public example). Set SECRET_KEY or SECRET_KEY_FILE (a "
+        "deployment with DATABASE_URL must name its key), or DEBUG=1 for development."
     )
 
 

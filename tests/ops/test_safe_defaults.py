@@ -20,7 +20,8 @@ from tests.conftest import ROOT
 
 
 def run_manage(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "SECRET_KEY_FILE", "DEBUG")}
+    unset = ("SECRET_KEY", "SECRET_KEY_FILE", "DEBUG", "DATABASE_URL")
+    base = {k: v for k, v in os.environ.items() if k not in unset}
     full = {
         **base,
         "DJANGO_SETTINGS_MODULE": "config.settings",
@@ -28,7 +29,6 @@ def run_manage(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedPr
         "PYTHONPATH": str(ROOT),
         **env,
     }
-    full.pop("DATABASE_URL", None)
     return subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), *args],
         cwd=ROOT,
@@ -39,10 +39,26 @@ def run_manage(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedPr
     )
 
 
-def test_no_secret_key_refuses_to_start(tmp_path: Path) -> None:
-    result = run_manage(tmp_path, "check")
+# A deployment names its database; "check" does not connect to it.
+DEPLOYMENT = {"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused"}
+
+
+def test_a_deployment_without_a_secret_key_refuses_to_start(tmp_path: Path) -> None:
+    result = run_manage(tmp_path, "check", **DEPLOYMENT)
     assert result.returncode != 0
     assert "SECRET_KEY is not set" in result.stderr
+
+
+def test_the_embedded_default_keeps_one_key_under_var_for_every_command(tmp_path: Path) -> None:
+    """The README's commands run as written in a second terminal beside ``make run``: with no
+    key named, each command of the embedded default reads (or first creates) ``var/secret_key``."""
+    assert run_manage(tmp_path, "check").returncode == 0
+    key_file = tmp_path / "var" / "secret_key"
+    first = key_file.read_text()
+    assert len(first) >= 50
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert run_manage(tmp_path, "check").returncode == 0
+    assert key_file.read_text() == first
 
 
 def test_the_old_public_default_key_is_refused_too(tmp_path: Path) -> None:
@@ -52,7 +68,7 @@ def test_the_old_public_default_key_is_refused_too(tmp_path: Path) -> None:
 
 
 def test_debug_starts_without_a_key(tmp_path: Path) -> None:
-    assert run_manage(tmp_path, "check", DEBUG="1").returncode == 0
+    assert run_manage(tmp_path, "check", DEBUG="1", **DEPLOYMENT).returncode == 0
 
 
 def test_a_key_file_is_created_private_once_and_kept(tmp_path: Path) -> None:
