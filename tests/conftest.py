@@ -1,6 +1,6 @@
 """Suite-wide fixtures, the test tiers and the SQLite / PostgreSQL pass logic.
 
-Tiers (see the Makefile and the README's developer section):
+Tiers (see the Makefile and docs/testing.md):
 
 - ``unit``: no database at all (marked here at collection, from the fixtures a test uses);
 - integration: the database, in this process;

@@ -6,7 +6,7 @@ database round trip of a request waits for the database process to be scheduled,
 query was one of the two (bench/README.md, issue 18). A token found good is remembered for
 ``API_TOKEN_CACHE_SECONDS`` (default 5; 0 turns the memory off) in this process only.
 
-The bound, as documented in the README: a revoked token, a deactivated user or a changed
+The bound, as docs/limits.md documents it: a revoked token, a deactivated user or a changed
 membership takes effect **at once** in the process that made the change (every change through the
 ORM's save or delete clears the memory, below) and within ``API_TOKEN_CACHE_SECONDS`` in every
 other web process (and for changes made with ``QuerySet.update`` or outside Django). Unknown

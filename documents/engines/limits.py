@@ -1,7 +1,7 @@
 """Limits on what one document may expand to while it is read, each failing with its own cause.
 
 Pure (no Django): the sandbox child gets them as plain values. The defaults are the settings'
-defaults (``DOCUMENTS_MAX_*``, see the README's "Security and limits"); the causes are registered
+defaults (``DOCUMENTS_MAX_*``, see docs/limits.md); the causes are registered
 by the document job kind (:mod:`documents.causes`).
 """
 

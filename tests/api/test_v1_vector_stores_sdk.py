@@ -121,7 +121,7 @@ def test_the_sdk_runs_unchanged_against_the_platform(base_url: str, processes: P
     paraphrase = search_names(client, store.id, "a person who tends a coastal beacon", max_num_results=3)
     if meaning_only_matches():
         assert "lighthouse.txt" in paraphrase
-    else:  # PostgreSQL without pgvector ranks only what the words found (README, "Search")
+    else:  # PostgreSQL without pgvector ranks only what the words found (docs/architecture.md, "Retrieval")
         assert paraphrase == []
     hits = client.vector_stores.search(store.id, query="ZX-4471").data
     assert hits[0].file_id == ids["invoice.txt"] and 0 < hits[0].score <= 1

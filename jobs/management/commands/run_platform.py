@@ -1,7 +1,7 @@
 """``manage.py run_platform``: the web server, a django-q2 cluster and the reaper loop.
 
-One command for a single machine. On several machines run the three parts separately (see the
-README's deployment section): ``manage.py serve_web``, ``manage.py qcluster`` and
+One command for a single machine. On several machines run the three parts separately (see
+docs/deployment.md): ``manage.py serve_web``, ``manage.py qcluster`` and
 ``manage.py reap_jobs``.
 """
 
