@@ -338,6 +338,7 @@ def measure(n: int, queries: int) -> dict[str, Any]:
     from documents.models import IndexEntry, Tenant
     from documents.retrieval import backends, pgvector
     from documents.retrieval.filters import filter_sql, parse_filter
+    from documents.retrieval.index import search_index
     from documents.search import search
 
     tenant = Tenant.objects.get(slug="scale")
@@ -393,7 +394,7 @@ def measure(n: int, queries: int) -> dict[str, Any]:
         base = vectors[rng.integers(0, n)]
         query = base + 0.1 * rng.standard_normal(DIM).astype(np.float32)
         query = (query / np.linalg.norm(query)).astype(np.float32)
-        ann = {i for i, _ in backends.dense(scope, query, 10, tokens=[])}
+        ann = {i for i, _ in search_index().dense(scope, query, 10, tokens=[])}
         scores = vectors @ query
         scores[~in_filter] = -np.inf
         exact = set(entry_ids[np.argsort(-scores)[:10]].tolist())

@@ -23,14 +23,9 @@ class DocumentsConfig(AppConfig):
 
         pipeline.register()
         reindex.register()  # the second job kind: re-index a tenant with another embedder
-        # Search: sqlite-vec in every SQLite connection, and the full-text index kept whole.
-        from django.db.backends.signals import connection_created
-        from django.db.models.signals import post_migrate
+        from documents.retrieval.index import install
 
-        from documents.retrieval import schema, sqlite_vec
-
-        connection_created.connect(sqlite_vec.on_connection_created, dispatch_uid="documents.sqlite_vec")
-        post_migrate.connect(schema.on_post_migrate, sender=self, dispatch_uid="documents.lexical_index")
+        install(self)  # search: sqlite-vec in every SQLite connection, the full-text index whole
         register_provider(tenant_quota)
         # "Process again" (a cancelled or failed version's bytes, a new version and job) is
         # answered by the engine's one action table like every other action.

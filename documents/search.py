@@ -31,6 +31,7 @@ from documents.models import IndexEntry, Tenant
 from documents.retrieval import backends
 from documents.retrieval.filters import Filter, filter_sql
 from documents.retrieval.fusion import fuse
+from documents.retrieval.index import search_index
 from documents.retrieval.text import query_tokens
 from jobs.errors import StageFailure
 
@@ -107,9 +108,9 @@ def search(
     if mode in ("hybrid", "lexical"):
         limit = max(k, backends.LEXICAL_CANDIDATES)
         if mode == "hybrid" and version is None and _concurrent():
-            lexical = _side_threads().submit(_on_own_connection, backends.lexical, scope, tokens, limit)
+            lexical = _side_threads().submit(_on_own_connection, search_index().lexical, scope, tokens, limit)
         else:
-            lists["lexical"] = backends.lexical(scope, tokens, limit)
+            lists["lexical"] = search_index().lexical(scope, tokens, limit)
     semantic = None
     if mode in ("hybrid", "semantic"):
         try:
@@ -146,7 +147,7 @@ def _dense(
     floor = float(settings.SEARCH_MIN_SCORE)
     if floor < 0:  # unset: the embedder's own noise level
         floor = float(getattr(embedder, "similarity_floor", 0.0))
-    nearest = backends.dense(scope, vector, max(k, DENSE_CANDIDATES), tokens=tokens)
+    nearest = search_index().dense(scope, vector, max(k, DENSE_CANDIDATES), tokens=tokens)
     return [(i, s) for i, s in nearest if s > floor]
 
 

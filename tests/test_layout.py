@@ -109,3 +109,65 @@ def test_answer_shapes_come_from_the_output_serializers_and_urls_from_reverse():
                 if keys:
                     offenders.append(f"{where}: a status shape built by hand ({sorted(keys)})")
     assert offenders == []
+
+
+# The search index seam: vector and full-text SQL lives in documents/retrieval/ (and the
+# migrations that create the tables); everyone else calls documents.retrieval.index.
+INDEX_SQL = re.compile(
+    r"documents_chunkvector|documents_indexentry|_fts\b|fts5|bm25\(|vec_distance|halfvec|hnsw"
+    r"|tsvector|to_tsquery|ts_rank|::vector|binary_quantize|embedding_bits",
+    re.IGNORECASE,
+)
+INDEX_INTERNALS = {"pgvector", "codes", "sqlite_vec", "schema"}
+
+
+def _code_strings(tree: ast.AST) -> list[ast.Constant]:
+    """String constants that are not docstrings."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def index_seam_offences(path: Path, tree: ast.AST) -> list[str]:
+    found = [
+        f"{path}:{node.lineno}: {node.value[:60]!r}"
+        for node in _code_strings(tree)
+        if INDEX_SQL.search(node.value)
+    ]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
+            internal = {n for n in names if n.rsplit(".", 1)[-1] in INDEX_INTERNALS and "retrieval" in n}
+            found += [f"{path}:{node.lineno}: imports {n}" for n in sorted(internal)]
+    return found
+
+
+def test_vector_and_full_text_sql_live_only_behind_the_index_seam():
+    offences = []
+    for app in ("documents", "jobs", "config"):
+        for path in python_files(app):
+            rel = path.relative_to(ROOT)
+            if rel.parts[:2] in {("documents", "retrieval"), ("documents", "migrations")}:
+                continue
+            offences += index_seam_offences(rel, ast.parse(path.read_text()))
+    assert not offences, "index SQL or index internals outside documents/retrieval/:\n" + "\n".join(offences)
+
+
+def test_the_seam_check_sees_sql_and_internal_imports(tmp_path: Path):
+    source = (
+        '"""Mentions documents_chunkvector in a docstring: fine."""\n'
+        "from documents.retrieval import pgvector\n"
+        'SQL = "UPDATE documents_chunkvector SET x = 1"\n'
+    )
+    offences = index_seam_offences(Path("x.py"), ast.parse(source))
+    assert len(offences) == 2 and "imports documents.retrieval.pgvector" in offences[1]

@@ -1,4 +1,5 @@
-"""The two rankings, each one SQL query with every scope condition inside it.
+"""The SQL the index's rankings share (``documents.retrieval.index`` holds each backend's):
+every scope condition goes inside each ranking's own query.
 
 A :class:`Scope` says which entries may be hits: one tenant, the published version of each
 document (or, for the indexing stage's probe, one given version), optionally some documents and
@@ -33,9 +34,8 @@ import numpy as np
 import numpy.typing as npt
 from django.db import connection
 
-from documents.retrieval import pgvector
 from documents.retrieval.schema import FTS, TSV
-from documents.retrieval.text import fts5_query, tsquery
+from documents.retrieval.text import tsquery
 
 LEXICAL_CANDIDATES = 200
 FALLBACK_CANDIDATES = 1000
@@ -63,7 +63,7 @@ def _uuid(value: uuid.UUID) -> Any:
 JOIN_DOCUMENT = "JOIN documents_document d ON d.id = e.document_id"
 
 
-def _scope_sql(scope: Scope, tenant: str = "e.tenant_id") -> tuple[str, list[Any]]:
+def scope_sql(scope: Scope, tenant: str = "e.tenant_id") -> tuple[str, list[Any]]:
     """The scope's conditions over entry ``e`` and its document ``d`` (joined by ``JOIN_DOCUMENT``)."""
     sql = f"{tenant} = %s"
     params: list[Any] = [scope.tenant_id]
@@ -96,30 +96,14 @@ def _document_conditions(scope: Scope, document_id: str) -> tuple[str, list[Any]
     return sql, params
 
 
-def _documents_sql(scope: Scope) -> tuple[str, list[Any]] | None:
+def documents_sql(scope: Scope) -> tuple[str, list[Any]] | None:
     """The scope's conditions on its documents ``d`` alone, whose published versions hold every
-    entry in scope (what ``_scope_sql`` adds concerns the entries themselves and is applied to
+    entry in scope (what ``scope_sql`` adds concerns the entries themselves and is applied to
     the final rows); None for the probe's one given version."""
     if scope.version_id is not None:
         return None
     document_sql, document_params = _document_conditions(scope, "d.id")
     return "d.tenant_id = %s" + document_sql, [scope.tenant_id, *document_params]
-
-
-def lexical(scope: Scope, tokens: list[str], limit: int = LEXICAL_CANDIDATES) -> Ranked:
-    """Entries matching any token, best BM25-class score first (score: higher is better)."""
-    if not tokens or limit <= 0:
-        return []
-    where, params = _scope_sql(scope)
-    if connection.vendor == "sqlite":
-        tokens = sqlite_selective(tokens)
-        sql = (
-            f"SELECT e.id, bm25({FTS}) AS s FROM {FTS} JOIN documents_indexentry e ON e.id = {FTS}.rowid "
-            f"{JOIN_DOCUMENT} WHERE {where} AND {FTS} MATCH %s ORDER BY s, e.id LIMIT %s"
-        )
-        rows = _fetch(sql, [*params, fts5_query(tokens), limit])
-        return [(int(i), -float(s)) for i, s in rows]  # bm25() is negative: lower is better
-    return postgres_lexical(scope, tokens, limit)
 
 
 def sqlite_selective(tokens: list[str]) -> list[str]:
@@ -130,7 +114,7 @@ def sqlite_selective(tokens: list[str]) -> list[str]:
         return tokens
     marks = ", ".join(["%s"] * len(tokens))
     total_rows = "(SELECT count(*) FROM documents_indexentry)"
-    rows = _fetch(f"SELECT {total_rows}, term, doc FROM {FTS}_vocab WHERE term IN ({marks})", tokens)
+    rows = fetch(f"SELECT {total_rows}, term, doc FROM {FTS}_vocab WHERE term IN ({marks})", tokens)
     if not rows:
         return tokens
     total = rows[0][0]
@@ -180,7 +164,7 @@ def common_terms() -> dict[str, float]:
     now = time.monotonic()
     cached = _common_terms.get(key)
     if cached is None or now - cached[0] > COMMON_TERMS_TTL:
-        rows = _fetch(COMMON_TERMS_SQL, [TSV])
+        rows = fetch(COMMON_TERMS_SQL, [TSV])
         terms: dict[str, float] = {}
         if rows and rows[0][0]:
             # The frequencies array ends with three summary numbers (min, max, null share).
@@ -218,7 +202,7 @@ def tenant_rows(tenant_id: int) -> int:
     now = time.monotonic()
     cached = _tenant_rows.get(key)
     if cached is None or now - cached[0] > COMMON_TERMS_TTL or cached[1] < N_CAP:
-        [(n,)] = _fetch(TOTAL_SQL, [tenant_id, N_CAP])
+        [(n,)] = fetch(TOTAL_SQL, [tenant_id, N_CAP])
         cached = _tenant_rows[key] = (now, int(n))
     return cached[1]
 
@@ -240,7 +224,7 @@ def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
     counted = [t for t in tokens if t not in estimated]
     dfs: list[int] = []
     if counted:
-        [(dfs,)] = _fetch(DF_SQL.format(tsv=TSV), [scope.tenant_id, DF_CAP, [tsquery([t]) for t in counted]])
+        [(dfs,)] = fetch(DF_SQL.format(tsv=TSV), [scope.tenant_id, DF_CAP, [tsquery([t]) for t in counted]])
     df_of = {**estimated, **dict(zip(counted, dfs or [], strict=True))}
     present = [(tsquery([t]), int(df_of[t])) for t in tokens if df_of.get(t)]
     if not present:
@@ -249,7 +233,7 @@ def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
     # A count that reached its cap is common too: past the cap the true frequency is unknown.
     common = min(COMMON_SHARE * n, DF_CAP - 1)
     selective = [t for t, df in present if df <= common] or [t for t, _ in present]
-    where, params = _scope_sql(scope)
+    where, params = scope_sql(scope)
     terms, weights = [t for t, _ in present], idf
     if all(df_of_term < DF_CAP for t, df_of_term in present if t in selective):
         # Each selecting term is in fewer than DF_CAP of the tenant's rows: take their rows from
@@ -261,39 +245,8 @@ def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
     else:
         sql = RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
         args = [terms, weights, *params, " | ".join(selective), SCAN_CAP, limit]
-    rows = _fetch(sql, args)
+    rows = fetch(sql, args)
     return [(int(i), float(s)) for i, s in rows]
-
-
-def dense(scope: Scope, vector: npt.NDArray[np.float32], limit: int, *, tokens: list[str]) -> Ranked:
-    """Entries nearest to ``vector`` by cosine similarity (score: the similarity), best first.
-
-    ``tokens`` feed the PostgreSQL fallback without pgvector, whose candidates are lexical.
-    """
-    if limit <= 0 or not vector.any():
-        return []
-    vector = np.ascontiguousarray(vector, dtype=np.float32)
-    if connection.vendor == "sqlite":
-        # "+e.tenant_id": not by the entries' tenant index (the documents' one leads, see below).
-        where, params = _scope_sql(scope, tenant="+e.tenant_id")
-        # Unit vectors: squared L2 distance = 2 - 2 cos; a zero (empty) chunk comes out at 0.
-        # CROSS JOIN fixes SQLite's join order: the tenant's documents first (where attribute
-        # filters reject whole documents), then their published version's entries and vectors,
-        # so only the vectors in scope are read and compared.
-        sql = (
-            "SELECT e.id, vec_distance_l2(v.vector, %s) AS dist FROM documents_document d "
-            "CROSS JOIN documents_indexentry e ON e.document_id = d.id "
-            "CROSS JOIN documents_chunkvector v ON v.version_id = e.version_id AND v.ordinal = e.ordinal "
-            f"WHERE d.tenant_id = %s AND {where} AND v.embedder = %s ORDER BY dist, e.id LIMIT %s"
-        )
-        rows = _fetch(sql, [vector.tobytes(), scope.tenant_id, *params, scope.embedder, limit])
-        return [(int(i), 1.0 - float(d) ** 2 / 2.0) for i, d in rows]
-    if pgvector.enabled(connection):
-        where, params = _scope_sql(scope)
-        return pgvector.nearest(
-            connection, JOIN_DOCUMENT, where, params, scope.embedder, vector, limit, _documents_sql(scope)
-        )
-    return rerank_by_vectors(scope, vector, lexical(scope, tokens, FALLBACK_CANDIDATES), limit)
 
 
 def rerank_by_vectors(
@@ -308,7 +261,7 @@ def rerank_by_vectors(
         "SELECT e.id, v.vector FROM documents_indexentry e JOIN documents_chunkvector v "
         "ON v.version_id = e.version_id AND v.ordinal = e.ordinal WHERE e.id = ANY(%s) AND v.embedder = %s"
     )
-    rows = _fetch(sql, [ids, scope.embedder])
+    rows = fetch(sql, [ids, scope.embedder])
     if not rows:
         return []
     matrix = np.frombuffer(b"".join(bytes(v) for _, v in rows), dtype=np.float32).reshape(len(rows), -1)
@@ -317,7 +270,12 @@ def rerank_by_vectors(
     return [(int(rows[i][0]), float(scores[i])) for i in order]
 
 
-def _fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+def fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return list(cursor.fetchall())
+
+
+def execute(sql: str, params: list[Any]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)

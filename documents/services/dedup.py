@@ -18,12 +18,11 @@ import json
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import F
 
 from documents.embedders import configured_embedder
-from documents.models import Chunk, ChunkVector, DocumentVersion, Page, Tenant
-from documents.retrieval import pgvector
+from documents.models import Chunk, DocumentVersion, Page, Tenant
+from documents.retrieval.index import search_index
 from jobs.models import Status
 
 
@@ -93,25 +92,7 @@ def copy_chunks(source: DocumentVersion, version: DocumentVersion) -> int:
 
 def copy_vectors(source: DocumentVersion, version: DocumentVersion, embedder: str) -> int:
     """The source's vectors of ``embedder`` (0 when it has none of that embedder: embed anew)."""
-    fields = ("ordinal", "batch", "embedder", "vector")
-    rows = [
-        ChunkVector(version=version, **dict(zip(fields, values, strict=True)))
-        for values in ChunkVector.objects.filter(version=source, embedder=embedder)
-        .order_by("ordinal")
-        .values_list(*fields)
-    ]
-    ChunkVector.objects.bulk_create(rows, batch_size=500, ignore_conflicts=True)
-    if rows and pgvector.enabled(connection):
-        # The vector lives in the pgvector column there: copied in the database, never via Python.
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE documents_chunkvector c SET {pgvector.COLUMN} = s.{pgvector.COLUMN} "
-                "FROM documents_chunkvector s "
-                "WHERE c.version_id = %s AND s.version_id = %s AND s.ordinal = c.ordinal "
-                f"AND s.embedder = %s AND c.embedder = s.embedder AND c.{pgvector.COLUMN} IS NULL",
-                [version.pk, source.pk, embedder],
-            )
-    return len(rows)
+    return search_index().copy_vectors(source.pk, version.pk, embedder)
 
 
 def reused_from_out(version: DocumentVersion) -> dict[str, Any] | None:

@@ -1,7 +1,7 @@
 """Embedding: chunks in numbered batches; a finished batch is never embedded or written twice.
 
 While the tenant has a re-index target, each batch is embedded with the active embedder and the
-target one (DESIGN, "Embedders"): a version published during a re-index needs no second pass.
+target one (docs/architecture.md, re-index): a version published during a re-index needs no second pass.
 """
 
 from __future__ import annotations
@@ -11,18 +11,14 @@ from collections.abc import Sequence
 
 import numpy as np
 from django.conf import settings
-from django.db import connection
 
 from documents.embedders import tenant_embedders
 from documents.engines.embedding import Embedder
 from documents.models import Chunk, ChunkVector, DocumentVersion
-from documents.retrieval import pgvector
-from documents.rows import insert_rows
+from documents.retrieval.index import search_index
 from documents.services.dedup import copy_vectors, source_of
 from documents.stages.common import version_of
 from jobs.context import StageContext
-
-VECTOR_FIELDS = ("version_id", "ordinal", "batch", "embedder", "vector")
 
 
 def run(ctx: StageContext) -> None:
@@ -61,41 +57,14 @@ def write_vectors(
     version: DocumentVersion, batch: int, embedder: Embedder, ordinals: Sequence[int], vectors: np.ndarray
 ) -> None:
     """Store ``embedder``'s vectors of the version's chunks ``ordinals`` (rows already there are
-    left as they are), in one statement. With pgvector the vector is stored once, in its column
-    (``ChunkVector.vector`` stays empty; a row left without it, written before the database had
-    pgvector, gets it)."""
-    if not len(ordinals):
-        return
-    rows: list[tuple[object, ...]]
-    if pgvector.enabled(connection):
-        rows = [
-            (version.pk, ordinal, batch, embedder.name, b"", pgvector.literal(v))
-            for ordinal, v in zip(ordinals, vectors, strict=True)
-        ]
-        column = pgvector.COLUMN
-        insert_rows(
-            ChunkVector,
-            VECTOR_FIELDS,
-            rows,
-            extra=[(column, "text", "{}::vector")],
-            on_conflict=(
-                f"ON CONFLICT (version_id, ordinal, embedder) DO UPDATE SET {column} = EXCLUDED.{column} "
-                f"WHERE documents_chunkvector.{column} IS NULL"
-            ),
-        )
-        return
-    rows = [
-        (version.pk, ordinal, batch, embedder.name, v.tobytes())
-        for ordinal, v in zip(ordinals, vectors, strict=True)
-    ]
-    insert_rows(ChunkVector, VECTOR_FIELDS, rows, skip_existing=True)
+    left as they are), in one statement."""
+    search_index().write_vectors(version.pk, batch, embedder.name, ordinals, vectors)
 
 
 def prepare_index(embedder: Embedder, vectors: np.ndarray) -> None:
-    """With pgvector, the HNSW index of ``embedder``'s vectors (created once, outside the fenced
-    write)."""
-    if pgvector.enabled(connection) and len(vectors):
-        pgvector.ensure_index(connection, embedder.name, int(vectors.shape[1]))
+    """What the index needs for ``embedder``'s vectors (created once, outside the fenced write)."""
+    if len(vectors):
+        search_index().prepare(embedder.name, int(vectors.shape[1]))
 
 
 def embed_missing(ctx: StageContext, version: DocumentVersion) -> None:

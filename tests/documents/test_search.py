@@ -140,7 +140,7 @@ def test_a_hybrid_search_ranks_full_text_on_a_second_connection_and_gives_it_bac
     hits as one after the other, and no connection left open behind it."""
     from django.db import connection
 
-    from documents.retrieval import backends
+    from documents.retrieval.index import PostgresIndex
 
     tenant = make_tenant("acme")
     atlas = ingest(tenant, files.text_pdf(ATLAS_PAGES), "atlas.pdf")
@@ -151,7 +151,7 @@ def test_a_hybrid_search_ranks_full_text_on_a_second_connection_and_gives_it_bac
 
     settings.SEARCH_CONCURRENT = True
     side: list[int] = []  # full-text rankings run off the caller's thread, by connection
-    real_lexical = backends.lexical
+    real_lexical = PostgresIndex.lexical  # PgvectorIndex ranks full text the same way
 
     def lexical_noting_its_connection(*args, **kwargs):
         # (Without pgvector the ranking by meaning also calls it, for its candidates, inline.)
@@ -160,7 +160,7 @@ def test_a_hybrid_search_ranks_full_text_on_a_second_connection_and_gives_it_bac
             side.append(connection.connection.info.backend_pid)
         return real_lexical(*args, **kwargs)
 
-    monkeypatch.setattr(backends, "lexical", lexical_noting_its_connection)
+    monkeypatch.setattr(PostgresIndex, "lexical", lexical_noting_its_connection)
     connection.ensure_connection()
     ours = connection.connection.info.backend_pid
 

@@ -13,18 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand
-from django.db import connection
 
-from documents.retrieval import pgvector
+from documents.retrieval.index import search_index
 
 
 class Command(BaseCommand):
-    help = "Build missing pgvector HNSW indexes concurrently (an upgrade step on large databases)."
+    help = "Build missing vector indexes without blocking writes (an upgrade step on large databases)."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if not pgvector.enabled(connection):
-            self.stdout.write("Nothing to build: this database does not rank vectors with pgvector.")
-            return
-        lines = pgvector.build_indexes(connection)
-        for line in lines or ["No vectors stored yet: the first embedding builds its index."]:
+        for line in search_index().build():
             self.stdout.write(line)

@@ -1,0 +1,246 @@
+"""The search index seam: the one place that writes, copies, ranks and builds the index.
+
+Three implementations, chosen per connection by :func:`search_index`:
+
+- :class:`SQLiteIndex`: FTS5 ``bm25()`` for words, sqlite-vec's exact distances for meaning;
+- :class:`PostgresIndex`: PostgreSQL full text (``tsvector``, ``ts_rank_cd`` weighted by BM25
+  idf); without the ``vector`` extension meaning re-ranks the full-text candidates by their
+  vectors;
+- :class:`PgvectorIndex`: the same full text, and meaning through pgvector (an HNSW graph per
+  embedder, binary codes for selective scopes; ``documents.retrieval.pgvector``).
+
+Everything else (the embedding stage, dedup, re-index, search, ``manage.py search_index``)
+calls these methods and never holds vector or full-text SQL of its own (``tests/test_layout.py``
+fails otherwise). A new backend is one more class here; a condition every query must carry (a
+scope) is added once, in :class:`~documents.retrieval.backends.Scope` and its SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from django.db import connection
+
+from documents.retrieval import backends, pgvector
+from documents.retrieval.backends import JOIN_DOCUMENT, Ranked, Scope
+from documents.retrieval.schema import FTS
+from documents.retrieval.text import fts5_query
+
+VECTOR_FIELDS = ("version_id", "ordinal", "batch", "embedder", "vector")
+Vectors = npt.NDArray[np.float32]  # one unit vector per row
+
+
+class SearchIndex(Protocol):
+    """What every backend of the index does."""
+
+    def prepare(self, embedder: str, dimension: int) -> None:
+        """Make the structures ``embedder``'s vectors need (outside any fenced write)."""
+
+    def write_vectors(
+        self, version_id: Any, batch: int, embedder: str, ordinals: Sequence[int], vectors: Vectors
+    ) -> None:
+        """Store the vectors of a version's chunks ``ordinals`` (rows already there are kept)."""
+
+    def copy_vectors(self, source_id: Any, version_id: Any, embedder: str) -> int:
+        """Copy the source version's vectors of ``embedder`` to the version; how many."""
+
+    def lexical(self, scope: Scope, tokens: list[str], limit: int) -> Ranked:
+        """Entries matching any token, best BM25-class score first."""
+
+    def dense(self, scope: Scope, vector: Vectors, limit: int, *, tokens: list[str]) -> Ranked:
+        """Entries nearest to ``vector`` by cosine similarity (score: the similarity)."""
+
+    def build(self) -> list[str]:
+        """Build missing indexes without blocking writes; a line per thing done."""
+
+
+def _vector_rows(
+    version_id: Any, batch: int, embedder: str, ordinals: Sequence[int], vectors: Vectors
+) -> list[tuple[object, ...]]:
+    return [(version_id, o, batch, embedder, v.tobytes()) for o, v in zip(ordinals, vectors, strict=True)]
+
+
+def _copy_rows(source_id: Any, version_id: Any, embedder: str) -> int:
+    """The ORM copy of a version's vector rows (the vector bytes included where they are kept)."""
+    from documents.models import ChunkVector
+
+    fields = ("ordinal", "batch", "embedder", "vector")
+    rows = [
+        ChunkVector(version_id=version_id, **dict(zip(fields, values, strict=True)))
+        for values in ChunkVector.objects.filter(version_id=source_id, embedder=embedder)
+        .order_by("ordinal")
+        .values_list(*fields)
+    ]
+    ChunkVector.objects.bulk_create(rows, batch_size=500, ignore_conflicts=True)
+    return len(rows)
+
+
+def _insert_vectors(rows: Sequence[Sequence[object]], **options: Any) -> None:
+    from documents.models import ChunkVector
+    from documents.rows import insert_rows
+
+    insert_rows(ChunkVector, VECTOR_FIELDS, rows, **options)
+
+
+class SQLiteIndex:
+    """FTS5 and sqlite-vec (loaded into every connection by ``documents.retrieval.sqlite_vec``)."""
+
+    def prepare(self, embedder: str, dimension: int) -> None:
+        return None  # exact distances: no structure per embedder
+
+    def write_vectors(
+        self, version_id: Any, batch: int, embedder: str, ordinals: Sequence[int], vectors: Vectors
+    ) -> None:
+        if len(ordinals):
+            _insert_vectors(_vector_rows(version_id, batch, embedder, ordinals, vectors), skip_existing=True)
+
+    def copy_vectors(self, source_id: Any, version_id: Any, embedder: str) -> int:
+        return _copy_rows(source_id, version_id, embedder)
+
+    def lexical(self, scope: Scope, tokens: list[str], limit: int) -> Ranked:
+        if not tokens or limit <= 0:
+            return []
+        where, params = backends.scope_sql(scope)
+        tokens = backends.sqlite_selective(tokens)
+        sql = (
+            f"SELECT e.id, bm25({FTS}) AS s FROM {FTS} JOIN documents_indexentry e ON e.id = {FTS}.rowid "
+            f"{JOIN_DOCUMENT} WHERE {where} AND {FTS} MATCH %s ORDER BY s, e.id LIMIT %s"
+        )
+        rows = backends.fetch(sql, [*params, fts5_query(tokens), limit])
+        return [(int(i), -float(s)) for i, s in rows]  # bm25() is negative: lower is better
+
+    def dense(self, scope: Scope, vector: Vectors, limit: int, *, tokens: list[str]) -> Ranked:
+        if limit <= 0 or not vector.any():
+            return []
+        vector = np.ascontiguousarray(vector, dtype=np.float32)
+        # "+e.tenant_id": not by the entries' tenant index (the documents' one leads, see below).
+        where, params = backends.scope_sql(scope, tenant="+e.tenant_id")
+        # Unit vectors: squared L2 distance = 2 - 2 cos; a zero (empty) chunk comes out at 0.
+        # CROSS JOIN fixes SQLite's join order: the tenant's documents first (where attribute
+        # filters reject whole documents), then their published version's entries and vectors,
+        # so only the vectors in scope are read and compared.
+        sql = (
+            "SELECT e.id, vec_distance_l2(v.vector, %s) AS dist FROM documents_document d "
+            "CROSS JOIN documents_indexentry e ON e.document_id = d.id "
+            "CROSS JOIN documents_chunkvector v ON v.version_id = e.version_id AND v.ordinal = e.ordinal "
+            f"WHERE d.tenant_id = %s AND {where} AND v.embedder = %s ORDER BY dist, e.id LIMIT %s"
+        )
+        rows = backends.fetch(sql, [vector.tobytes(), scope.tenant_id, *params, scope.embedder, limit])
+        return [(int(i), 1.0 - float(d) ** 2 / 2.0) for i, d in rows]
+
+    def build(self) -> list[str]:
+        return ["Nothing to build: SQLite ranks vectors exactly, with no index to build."]
+
+
+class PostgresIndex:
+    """PostgreSQL without the ``vector`` extension (e.g. Debian's own server)."""
+
+    def prepare(self, embedder: str, dimension: int) -> None:
+        return None
+
+    def write_vectors(
+        self, version_id: Any, batch: int, embedder: str, ordinals: Sequence[int], vectors: Vectors
+    ) -> None:
+        if len(ordinals):
+            _insert_vectors(_vector_rows(version_id, batch, embedder, ordinals, vectors), skip_existing=True)
+
+    def copy_vectors(self, source_id: Any, version_id: Any, embedder: str) -> int:
+        return _copy_rows(source_id, version_id, embedder)
+
+    def lexical(self, scope: Scope, tokens: list[str], limit: int) -> Ranked:
+        if not tokens or limit <= 0:
+            return []
+        return backends.postgres_lexical(scope, tokens, limit)
+
+    def dense(self, scope: Scope, vector: Vectors, limit: int, *, tokens: list[str]) -> Ranked:
+        """The full-text candidates re-ranked by their vectors, fetched by id: a tenant's vectors
+        are never all read."""
+        if limit <= 0 or not vector.any():
+            return []
+        vector = np.ascontiguousarray(vector, dtype=np.float32)
+        candidates = self.lexical(scope, tokens, backends.FALLBACK_CANDIDATES)
+        return backends.rerank_by_vectors(scope, vector, candidates, limit)
+
+    def build(self) -> list[str]:
+        return ["Nothing to build: this database does not rank vectors with pgvector."]
+
+
+class PgvectorIndex(PostgresIndex):
+    """PostgreSQL with pgvector: the vector is kept once, in its own column."""
+
+    def prepare(self, embedder: str, dimension: int) -> None:
+        pgvector.ensure_index(connection, embedder, dimension)
+
+    def write_vectors(
+        self, version_id: Any, batch: int, embedder: str, ordinals: Sequence[int], vectors: Vectors
+    ) -> None:
+        """In one statement; ``ChunkVector.vector`` stays empty, and a row left without the
+        column's value (written before the database had pgvector) gets it."""
+        if not len(ordinals):
+            return
+        column = pgvector.COLUMN
+        pairs = zip(ordinals, vectors, strict=True)
+        rows = [(version_id, o, batch, embedder, b"", pgvector.literal(v)) for o, v in pairs]
+        _insert_vectors(
+            rows,
+            extra=[(column, "text", "{}::vector")],
+            on_conflict=(
+                f"ON CONFLICT (version_id, ordinal, embedder) DO UPDATE SET {column} = EXCLUDED.{column} "
+                f"WHERE documents_chunkvector.{column} IS NULL"
+            ),
+        )
+
+    def copy_vectors(self, source_id: Any, version_id: Any, embedder: str) -> int:
+        copied = _copy_rows(source_id, version_id, embedder)
+        if copied:
+            # The vector lives in the pgvector column: copied in the database, never via Python.
+            column = pgvector.COLUMN
+            backends.execute(
+                f"UPDATE documents_chunkvector c SET {column} = s.{column} FROM documents_chunkvector s "
+                "WHERE c.version_id = %s AND s.version_id = %s AND s.ordinal = c.ordinal "
+                f"AND s.embedder = %s AND c.embedder = s.embedder AND c.{column} IS NULL",
+                [version_id, source_id, embedder],
+            )
+        return copied
+
+    def dense(self, scope: Scope, vector: Vectors, limit: int, *, tokens: list[str]) -> Ranked:
+        if limit <= 0 or not vector.any():
+            return []
+        vector = np.ascontiguousarray(vector, dtype=np.float32)
+        where, params = backends.scope_sql(scope)
+        documents = backends.documents_sql(scope)
+        return pgvector.nearest(
+            connection, JOIN_DOCUMENT, where, params, scope.embedder, vector, limit, documents
+        )
+
+    def build(self) -> list[str]:
+        done = pgvector.build_indexes(connection)
+        return done or ["No vectors stored yet: the first embedding builds its index."]
+
+
+def install(app: Any) -> None:
+    """Keep the index working in every process (the documents app's ``ready``): sqlite-vec is
+    loaded into each SQLite connection, and after every ``migrate`` the full-text index (and,
+    where the server offers it, the pgvector column) is checked whole."""
+    from django.db.backends.signals import connection_created
+    from django.db.models.signals import post_migrate
+
+    from documents.retrieval import schema, sqlite_vec
+
+    connection_created.connect(sqlite_vec.on_connection_created, dispatch_uid="documents.sqlite_vec")
+    post_migrate.connect(schema.on_post_migrate, sender=app, dispatch_uid="documents.lexical_index")
+
+
+_SQLITE = SQLiteIndex()
+_POSTGRES = PostgresIndex()
+_PGVECTOR = PgvectorIndex()
+
+
+def search_index() -> SearchIndex:
+    """The index of the current thread's default connection."""
+    if connection.vendor == "sqlite":
+        return _SQLITE
+    return _PGVECTOR if pgvector.enabled(connection) else _POSTGRES
