@@ -27,15 +27,14 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
 
 from jobs import proctree
-
-if TYPE_CHECKING:
-    from jobs.services.worker import Claim
+from jobs.errors import JobConflict
+from jobs.services.worker import Claim, job_hand_back
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +116,6 @@ def exit_if_draining() -> None:
 
 def hand_back_held(reason: str) -> None:
     """Hand back every stage this process holds (the guard thread, past the deadline)."""
-    from jobs.errors import JobConflict
-    from jobs.services.worker import job_hand_back
-
     for claim in held():
         try:
             job_hand_back(claim=claim, reason=reason)

@@ -61,8 +61,11 @@ def hold_lease_relaxed(job_id: Any, token: str) -> bool | None:
 @cache
 def _hold_lease_sql() -> str:
     quote = connection.ops.quote_name
+    meta = Job._meta
+    columns = {f.name: quote(str(f.column)) for f in meta.concrete_fields}
+    pk, token, status = columns["id"], columns["worker_token"], columns["status"]
+    statuses = ", ".join(["%s"] * len(LEASED))
     return (
-        f"SELECT {RELAX_EXPRESSION} FROM {quote(Job._meta.db_table)} "
-        f"WHERE {quote('id')} = %s AND {quote('worker_token')} = %s AND {quote('status')} IN (%s, %s) "
-        "FOR NO KEY UPDATE"
+        f"SELECT {RELAX_EXPRESSION} FROM {quote(meta.db_table)} "
+        f"WHERE {pk} = %s AND {token} = %s AND {status} IN ({statuses}) FOR NO KEY UPDATE"
     )

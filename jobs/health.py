@@ -31,7 +31,7 @@ from django.db.models import Count, Min, Q
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from jobs import pipelines
+from jobs import pipelines, workers
 from jobs.errors import get_cause
 from jobs.models import FINISHED, LEASED, Job, JobEvent, StageRun, Status
 from jobs.quotas import quota_for
@@ -368,8 +368,6 @@ def tenant_loads(limit: int | None = None) -> tuple[list[TenantLoad], TenantLoad
 
 def live_workers(now: datetime) -> list[LiveWorker]:
     """Live workers, idle or busy: each worker's idle heartbeat (``jobs/workers.py``)."""
-    from jobs import workers
-
     return [LiveWorker(w.name, w.last_heartbeat, w.running) for w in workers.live_workers(now)]
 
 

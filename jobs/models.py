@@ -20,6 +20,8 @@ from django.db.models import Q
 from django.utils import timezone
 from django_fsm import FSMField, FSMModelMixin, TransitionNotAllowed, transition
 
+from jobs import pipelines
+
 
 class Status(models.TextChoices):
     UPLOADED = "uploaded"
@@ -465,8 +467,6 @@ class Job(FSMModelMixin, models.Model):
     def state_word(self) -> str:
         """The combined word users know (a running stage, a stage's failure word, ``ready`` ...):
         the job kind's own vocabulary, registered with its pipeline."""
-        from jobs import pipelines
-
         return pipelines.get(self.kind).state_word(self.status, self.stage)
 
 

@@ -97,7 +97,8 @@ def _table() -> str:
 
 
 def _columns() -> list[str]:
-    return [connection.ops.quote_name(name) for name in _NAMES]
+    columns = {f.name: str(f.column) for f in TimingBucket._meta.concrete_fields}
+    return [connection.ops.quote_name(columns[name]) for name in _NAMES]
 
 
 def upsert_clause() -> str:

@@ -171,3 +171,150 @@ def test_the_seam_check_sees_sql_and_internal_imports(tmp_path: Path):
     )
     offences = index_seam_offences(Path("x.py"), ast.parse(source))
     assert len(offences) == 2 and "imports documents.retrieval.pgvector" in offences[1]
+
+
+# Packages whose module graph must hold no import circle, counting the imports inside functions
+# (an import moved into a function hides a circle from Python, not from the reader).
+ACYCLIC_PACKAGES = ("jobs",)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(node: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import under ``node`` at any depth, except those only a type checker runs."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child.test):
+            for branch in child.orelse:
+                found += _imports(ast.Module(body=[branch], type_ignores=[]))
+            continue
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            found.append(child)
+        found += _imports(child)
+    return found
+
+
+def import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports; ``from x import y`` names ``x.y`` when that
+    is a module, else ``x``; a name outside the package's modules is left out."""
+    modules: dict[str, tuple[Path, bool]] = {}
+    for path in sorted((root / package.replace(".", "/")).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if "migrations" in parts:
+            continue
+        is_package = parts[-1] == "__init__"
+        modules[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, (path, is_package) in modules.items():
+        here = name if is_package else name.rpartition(".")[0]
+        targets: set[str | None] = set()
+        for node in _imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {known(alias.name) for alias in node.names}
+                continue
+            base = node.module or ""
+            if node.level:  # relative: from the package ``level - 1`` above this module's
+                anchor = here.split(".")[: len(here.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                targets.add(full if full in modules else known(base))
+        graph[name] = {t for t in targets if t is not None and t != name}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle (a path back to its start) per strongly connected group of modules."""
+    circles = []
+    seen: set[str] = set()
+    for start in sorted(graph):
+        if start in seen:
+            continue
+        # Every module reachable from ``start`` that also reaches it back shares its group.
+        reach = _reachable(graph, start)
+        group = {m for m in reach if start in _reachable(graph, m)}
+        seen |= group | {start}
+        if group:
+            circles.append(_path_back(graph, start, group))
+    return circles
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    found: set[str] = set()
+    todo = list(graph[start])
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo += graph.get(name, ())
+    return found
+
+
+def _path_back(graph: dict[str, set[str]], start: str, group: set[str]) -> list[str]:
+    """The shortest import path from ``start`` back to itself inside ``group``."""
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        name = queue.pop(0)
+        for target in sorted(graph[name]):
+            if target == start:
+                return [*paths[name], start]
+            if target in group and target not in paths:
+                paths[target] = [*paths[name], target]
+                queue.append(target)
+    raise AssertionError("a group without a circle")
+
+
+def test_packages_have_no_import_circle_even_inside_functions():
+    circles = []
+    for package in ACYCLIC_PACKAGES:
+        circles += [" -> ".join(circle) for circle in import_circles(import_graph(ROOT, package))]
+    assert circles == []
+
+
+def _write_package(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_a_circle_hidden_in_a_function_is_found_and_named(tmp_path):
+    _write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/models.py": "def word():\n    from pkg.services import run\n    return run()\n",
+            "pkg/services/__init__.py": "",
+            "pkg/services/run.py": "from .. import models\n",
+            "pkg/leaf.py": "import pkg.models\n",
+        },
+    )
+    assert import_circles(import_graph(tmp_path, "pkg")) == [["pkg.models", "pkg.services.run", "pkg.models"]]
+
+
+def test_type_checking_imports_make_no_circle(tmp_path):
+    _write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from pkg import b\n",
+            "pkg/b.py": (
+                "import typing\nfrom typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from pkg import a\nif typing.TYPE_CHECKING:\n    import pkg.a\n"
+                "else:\n    import json\n"
+            ),
+        },
+    )
+    assert import_graph(tmp_path, "pkg") == {"pkg": set(), "pkg.a": {"pkg.b"}, "pkg.b": set()}
+    assert import_circles(import_graph(tmp_path, "pkg")) == []

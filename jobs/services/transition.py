@@ -1,7 +1,7 @@
 """The one compare-and-set helper every transition goes through, and the event log writer."""
 
-# long-module: the compare-and-set and the SQL it is pre-built as (with the event and stage-run
-# writes folded into it on PostgreSQL) must be read together to check the fencing and lock order.
+# long-module: the compare-and-set and the event and stage-run writes that follow it (or are
+# folded into its statement) must be read together to check the fencing and the lock order.
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 from typing import Any, NamedTuple
 
 from django.db import connection, models, transaction
@@ -24,7 +23,16 @@ from jobs import pipelines
 from jobs.durability import RELAX_EXPRESSION, relaxes_commits
 from jobs.errors import JobConflict, LeaseLost, TransitionRefused
 from jobs.models import FINISHED, LEASED, Actor, Job, JobEvent, StageRun
-from jobs.timings import Timing, timing_insert_sql, timing_of_claim, timing_params, timing_record
+from jobs.services.transition_sql import (
+    RETURNED,
+    Close,
+    Shape,
+    column,
+    compare_and_set,
+    insert_sql,
+    update_sql,
+)
+from jobs.timings import Timing, timing_of_claim, timing_record
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +104,7 @@ def insert_row(obj: models.Model) -> None:
     """``obj.save(force_insert=True)`` (a model with a database-assigned id and no save hooks)
     with SQL built once per model and backend: the engine's hot inserts (an event per
     transition, a stage run per stage), where the model's save path compiled it every time."""
-    sql, fields = _insert_sql(type(obj), connection.vendor)
+    sql, fields = insert_sql(type(obj), connection.vendor)
     params = [field.get_db_prep_save(getattr(obj, field.attname), connection) for field in fields]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -105,53 +113,17 @@ def insert_row(obj: models.Model) -> None:
     obj._state.db = connection.alias
 
 
-@cache
-def _insert_sql(model: type[models.Model], vendor: str) -> tuple[str, tuple[Any, ...]]:
-    # Both backends return the new id from the INSERT (PostgreSQL, SQLite 3.35+).
-    quote = connection.ops.quote_name
-    meta = model._meta
-    fields = tuple(f for f in meta.concrete_fields if not f.primary_key)
-    columns = ", ".join(quote(str(f.column)) for f in fields)
-    placeholders = ", ".join(["%s"] * len(fields))
-    sql = (
-        f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({placeholders}) "
-        f"RETURNING {quote(str(meta.pk.column))}"
-    )
-    return sql, fields
-
-
 def update_row(model: type[models.Model], pk: Any, changes: dict[str, Any], *, expect: dict[str, Any]) -> int:
     """``model.objects.filter(pk=pk, **expect).update(**changes)`` for plain values, with SQL
     built once per model, fields and backend: the engine's hot UPDATEs (a stage run closed per
     stage), where the ORM compiled the query every time. Returns the rows matched (0 or 1)."""
-    sql, set_fields, where_fields = _update_sql(model, tuple(changes), tuple(expect), connection.vendor)
+    sql, set_fields, where_fields = update_sql(model, tuple(changes), tuple(expect), connection.vendor)
     params = [f.get_db_prep_save(changes[f.name], connection) for f in set_fields]
     params.append(model._meta.pk.get_db_prep_value(pk, connection))
     params += [f.get_db_prep_value(expect[f.name], connection) for f in where_fields]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
-
-
-def _field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
-    field = model._meta.get_field(name)
-    assert isinstance(field, models.Field)  # a concrete column, never a reverse relation
-    return field
-
-
-@cache
-def _update_sql(
-    model: type[models.Model], changed: tuple[str, ...], expected: tuple[str, ...], vendor: str
-) -> tuple[str, tuple[Any, ...], tuple[Any, ...]]:
-    quote = connection.ops.quote_name
-    meta = model._meta
-    set_fields = tuple(_field(model, name) for name in changed)
-    where_fields = tuple(_field(model, name) for name in expected)
-    assignments = ", ".join(f"{quote(str(f.column))} = %s" for f in set_fields)
-    conditions = "".join(f" AND {quote(str(f.column))} = %s" for f in where_fields)
-    pk = quote(str(meta.pk.column))
-    sql = f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {pk} = %s{conditions}"
-    return sql, set_fields, where_fields
 
 
 def apply_transition(
@@ -191,7 +163,7 @@ def apply_transition(
     (``start_run.run``), and ``count_wait`` counts the claim's queue wait in the histograms.
 
     Without a ``guard`` (every worker transition) the UPDATE's SQL is built once per transition
-    shape and backend (:func:`_transition_sql`); a ``Q`` guard goes through the ORM. On
+    shape and backend (:mod:`jobs.services.transition_sql`); a ``Q`` guard goes through the ORM. On
     PostgreSQL that one statement also appends the event and makes the stage-run and timing
     writes, so a transition that finishes nothing needs no transaction of its own: a stage
     move is one round trip.
@@ -245,7 +217,7 @@ def apply_transition(
                 reason=reason,
                 at=now,
             )
-            shape = _Shape(
+            shape = Shape(
                 tuple(sorted(written)),
                 rising,
                 token is not None,
@@ -256,8 +228,18 @@ def apply_transition(
                 wait=count is not None,
                 start=new_run is not None,
             )
-            row = _compare_and_set(
-                job, shape, source_status, source_version, token, due_by, event, close_run, count, new_run
+            row = compare_and_set(
+                job,
+                shape,
+                source_status=source_status,
+                source_version=source_version,
+                token=token,
+                due_by=due_by,
+                event=event,
+                close=None if close_run is None else Close(close_run.pk, close_run.outcome, close_run.at),
+                duration=None if close_run is None else close_run.duration,
+                count=count,
+                start_run=new_run,
             )
         else:
             event = None
@@ -269,15 +251,15 @@ def apply_transition(
                 where &= Q(worker_token=token, status__in=LEASED)
             if due_by is not None:
                 where &= Q(not_before__isnull=True) | Q(not_before__lte=due_by)
-            row = update_returning(where, changes, _RETURNED, relaxed=relax)
+            row = update_returning(where, changes, RETURNED, relaxed=relax)
         if row is None:
             raise _why_not(job.pk, token)
-        job.progress, job.processed, job.total = row[: len(_RETURNED)]
-        folded = event is not None and len(row) > len(_RETURNED)
+        job.progress, job.processed, job.total = row[: len(RETURNED)]
+        folded = event is not None and len(row) > len(RETURNED)
         if folded:  # the event was inserted by the same statement
             assert event is not None
-            event.progress, event.processed, event.total = row[: len(_RETURNED)]
-            event.pk = row[len(_RETURNED)]
+            event.progress, event.processed, event.total = row[: len(RETURNED)]
+            event.pk = row[len(RETURNED)]
             event._state.adding = False
             event._state.db = connection.alias
         else:
@@ -292,7 +274,7 @@ def apply_transition(
                 at=now,
             )
         if folded:
-            _folded_runs(row[len(_RETURNED) + 1 :], close_run, new_run)
+            _folded_runs(row[len(RETURNED) + 1 :], close_run, new_run)
         else:
             _run_writes(close_run, new_run, count)
         if finishing:
@@ -300,9 +282,6 @@ def apply_transition(
         if after_commit is not None:
             transaction.on_commit(lambda: after_commit(job))
     return job
-
-
-_RETURNED = ("progress", "processed", "total")
 
 
 @dataclass
@@ -366,139 +345,6 @@ def _folded_runs(rest: tuple[Any, ...], close_run: RunClose | None, start_run: S
         start_run._state.db = connection.alias
 
 
-class _Shape(NamedTuple):
-    """What the SQL of a transition's compare-and-set depends on (besides the backend)."""
-
-    written: tuple[str, ...]  # the fields it writes, sorted
-    rising: bool  # progress only rises (GREATEST)
-    fenced: bool  # a worker acts: its token must still be the lease
-    due: bool  # only a job that is due (the claim)
-    relax: bool  # the transaction's commit is relaxed (jobs/durability.py)
-    # PostgreSQL: what else the same statement writes
-    close: bool  # closes a stage run ...
-    duration: bool  # ... and counts its duration if it was still running
-    wait: bool  # counts a timing (the claim's queue wait)
-    start: bool  # inserts the next stage run
-
-
-def _compare_and_set(
-    job: Job,
-    shape: _Shape,
-    source_status: str,
-    source_version: int,
-    token: str | None,
-    due_by: datetime | None,
-    event: JobEvent,
-    close_run: RunClose | None,
-    count: Timing | None,
-    start_run: StageRun | None,
-) -> tuple[Any, ...] | None:
-    """The transition's UPDATE ... RETURNING with pre-built SQL; the row or None.
-
-    On PostgreSQL the same statement inserts ``event`` (with the row's progress) for a matched
-    row and returns its id after the row: one round trip per transition instead of two. The
-    event still follows the job row's lock (it reads the UPDATE's output), so event ids of one
-    job keep their commit order. A ``close_run`` is closed there too, after the job's row (the
-    lock order of every other writer of both), and whether it was still running comes last."""
-    vendor = connection.vendor
-    sql, fields, event_fields = _transition_sql(shape, vendor)
-    params = [field.get_db_prep_save(getattr(job, field.attname), connection) for field in fields]
-    params += [Job._meta.pk.get_db_prep_value(job.pk, connection), source_version, str(source_status)]
-    if token is not None:
-        params += [token, *(str(status) for status in LEASED)]
-    if due_by is not None:
-        params.append(Job._meta.get_field("not_before").get_db_prep_value(due_by, connection))
-    params += [field.get_db_prep_save(getattr(event, field.attname), connection) for field in event_fields]
-    if event_fields:  # the stage-run and timing writes folded in (PostgreSQL), in SQL order
-        if close_run is not None:
-            params += [
-                close_run.outcome,
-                StageRun._meta.get_field("finished_at").get_db_prep_value(close_run.at, connection),
-                close_run.pk,
-                str(StageRun.Outcome.RUNNING),
-            ]
-            if close_run.duration is not None:
-                params += timing_params(close_run.duration)
-        if count is not None:
-            params += timing_params(count)
-        if start_run is not None:
-            _, run_fields = _insert_sql(StageRun, vendor)
-            params += [f.get_db_prep_save(getattr(start_run, f.attname), connection) for f in run_fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    return None if row is None else tuple(row)
-
-
-@cache
-def _transition_sql(shape: _Shape, vendor: str) -> tuple[str, tuple[Any, ...], tuple[Any, ...]]:
-    """The compare-and-set of one transition shape: the statement ``update_returning`` compiles
-    through the ORM from the same conditions, built once per process; on PostgreSQL with the
-    event's INSERT folded in (``event_fields``: the event's columns sent as parameters)."""
-    quote = connection.ops.quote_name
-    fields = tuple(_field(Job, name) for name in shape.written)
-    greatest = "MAX" if vendor == "sqlite" else "GREATEST"  # as Django's Greatest compiles
-    assignments = []
-    for field in fields:
-        column = quote(str(field.column))
-        value = f"{greatest}({column}, %s)" if shape.rising and field.name == "progress" else "%s"
-        assignments.append(f"{column} = {value}")
-    status = quote("status")
-    where = f"{quote('id')} = %s AND {quote('version')} = %s AND {status} = %s"
-    if shape.fenced:
-        where += f" AND {quote('worker_token')} = %s AND {status} IN (%s, %s)"
-    if shape.due:
-        not_before = quote("not_before")
-        where += f" AND ({not_before} IS NULL OR {not_before} <= %s)"
-    returned = [quote(name) for name in _RETURNED]
-    if shape.relax:
-        returned.append(f"{RELAX_EXPRESSION} AS relaxed")  # evaluated only for a matched row
-    table = quote(Job._meta.db_table)
-    update = f"UPDATE {table} SET {', '.join(assignments)} WHERE {where} RETURNING {', '.join(returned)}"
-    if vendor != "postgresql":  # SQLite has no INSERT fed by an UPDATE: the event follows
-        return update, fields, ()
-    meta = JobEvent._meta
-    columns = tuple(f for f in meta.concrete_fields if not f.primary_key)
-    event_fields = tuple(f for f in columns if f.name not in _RETURNED)
-    values = ", ".join(f"j.{quote(f.name)}" if f.name in _RETURNED else "%s" for f in columns)
-    insert = (
-        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(str(f.column)) for f in columns)}) "
-        f"SELECT {values} FROM j{' WHERE j.relaxed IS NOT NULL' if shape.relax else ''} "
-    )
-    event_id = quote(str(meta.pk.column))
-    if not (shape.close or shape.wait or shape.start):
-        sql = f"WITH j AS ({update}) {insert}RETURNING {', '.join(returned[: len(_RETURNED)])}, {event_id}"
-        return sql, fields, event_fields
-    # Each write below runs only for a matched job row, after its lock (it reads j): the lock
-    # order of every other writer (job, then stage run, then the timing rows).
-    run = StageRun._meta
-    parts = [f"j AS ({update})", f"e AS ({insert}RETURNING {event_id})"]
-    results = [f"j.{name}" for name in returned[: len(_RETURNED)]] + [f"(SELECT {event_id} FROM e)"]
-    if shape.close:
-        parts.append(
-            f"r AS (UPDATE {quote(run.db_table)} SET {quote('outcome')} = %s, {quote('finished_at')} = %s "
-            f"WHERE {quote('id')} = %s AND {quote('outcome')} = %s AND EXISTS (SELECT 1 FROM j) RETURNING 1)"
-        )
-        results.append("(SELECT count(*) FROM r)")
-        if shape.duration:
-            parts.append(f"d AS ({timing_insert_sql('EXISTS (SELECT 1 FROM r)')})")
-    if shape.wait:
-        parts.append(f"w AS ({timing_insert_sql('EXISTS (SELECT 1 FROM j)')})")
-    if shape.start:
-        _, run_fields = _insert_sql(StageRun, vendor)
-        # After the close: the new run is "running" too (one running run per job).
-        after = " WHERE (SELECT count(*) FROM r) >= 0" if shape.close else ""
-        run_id = quote(str(run.pk.column))
-        run_columns = ", ".join(quote(str(f.column)) for f in run_fields)
-        parts.append(
-            f"n AS (INSERT INTO {quote(run.db_table)} ({run_columns}) "
-            f"SELECT {', '.join(['%s'] * len(run_fields))} FROM j{after} RETURNING {run_id})"
-        )
-        results.append(f"(SELECT {run_id} FROM n)")
-    sql = f"WITH {', '.join(parts)} SELECT {', '.join(results)} FROM j"
-    return sql, fields, event_fields
-
-
 def _on_finish(job: Job) -> None:
     try:
         hook = pipelines.get(job.kind).on_finish
@@ -518,7 +364,7 @@ def update_returning(
     assert isinstance(query, UpdateQuery)
     query.add_update_values(changes)
     sql, params = query.get_compiler(connection.alias).as_sql()
-    columns = ", ".join(connection.ops.quote_name(name) for name in returning)  # Job's own columns
+    columns = ", ".join(column(Job, name) for name in returning)
     if relaxed and relaxes_commits():
         columns += f", {RELAX_EXPRESSION}"  # evaluated only for a matched row
     with connection.cursor() as cursor:
