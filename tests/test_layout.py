@@ -121,7 +121,7 @@ INDEX_SQL = re.compile(
 INDEX_INTERNALS = {"pgvector", "codes", "sqlite_vec", "schema"}
 
 
-def _code_strings(tree: ast.AST) -> list[ast.Constant]:
+def _code_strings(tree: ast.AST) -> list[tuple[int, str]]:
     """String constants that are not docstrings."""
     docstrings = {
         id(node.body[0].value)
@@ -132,7 +132,7 @@ def _code_strings(tree: ast.AST) -> list[ast.Constant]:
         and isinstance(node.body[0].value, ast.Constant)
     }
     return [
-        node
+        (node.lineno, node.value)
         for node in ast.walk(tree)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
     ]
