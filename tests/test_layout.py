@@ -139,11 +139,7 @@ def _code_strings(tree: ast.AST) -> list[tuple[int, str]]:
 
 
 def index_seam_offences(path: Path, tree: ast.AST) -> list[str]:
-    found = [
-        f"{path}:{node.lineno}: {node.value[:60]!r}"
-        for node in _code_strings(tree)
-        if INDEX_SQL.search(node.value)
-    ]
+    found = [f"{path}:{line}: {text[:60]!r}" for line, text in _code_strings(tree) if INDEX_SQL.search(text)]
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
             names = {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
