@@ -7,7 +7,7 @@
   search text is already normalised and holds CJK bigrams) with a GIN index; and, when the
   server offers pgvector, its column for vectors (``documents.retrieval.pgvector``).
 
-Created by migration ``0002_retrieval_index`` and checked again after every ``migrate``: a
+Created by the migration ``0001_squashed`` and checked again after every ``migrate``: a
 later migration that rebuilds the entry table on SQLite (Django copies it into a new table)
 drops its triggers, and this puts them back and rebuilds the full-text rows.
 """
@@ -82,4 +82,4 @@ def on_post_migrate(sender: Any, using: str = "default", **kwargs: Any) -> None:
         ensure_lexical_index(connection)
 
 
-MIGRATION = "0002_retrieval_index"
+MIGRATION = "0001_squashed"
