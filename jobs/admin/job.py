@@ -175,7 +175,7 @@ class JobAdmin(JobReadOnlyMixin, OperatorActionsMixin):
 
     @admin.display(description="status changes")
     def status_changes(self, job: Job) -> int:
-        # The row's compare-and-set counter. Not called "version": beside a document's version
+        # The row's compare-and-set counter. Not called "version": beside the subject's version
         # it read as one.
         return job.version
 
