@@ -417,9 +417,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {"client_errors_as_info": {"()": "config.logs.ClientErrorsAsInfo"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
+        # A 4xx is the client's mistake: INFO, shown only with REQUEST_LOG_LEVEL=INFO.
+        "django.request": {
+            "level": os.environ.get("REQUEST_LOG_LEVEL", "WARNING"),
+            "filters": ["client_errors_as_info"],
+        },
         "django.db.backends": {"level": "WARNING"},
         "django-q": {"level": os.environ.get("Q_LOG_LEVEL", "WARNING")},
         "fontTools": {"level": "WARNING"},

@@ -35,6 +35,7 @@ from documents.models import (
     WebhookMessage,
 )
 from documents.pipeline import KIND
+from documents.reindex import KIND as REINDEX_KIND
 from documents.services.attributes import (
     DocumentInputError,
     check_attributes,
@@ -62,7 +63,7 @@ def job_subject_links(job: Job) -> list[tuple[str, str]]:
     if version_id:
         links.append(
             (
-                f"version {job.subject_version}",
+                f"document version {job.subject_version}",
                 reverse("admin:documents_documentversion_change", args=[version_id]),
             )
         )
@@ -90,6 +91,28 @@ def job_subject_labels(jobs: list[Job]) -> dict[Any, tuple[str, str]]:
 
 
 register_subject_labels(KIND, job_subject_labels)
+
+
+def reindex_subject_links(job: Job) -> list[tuple[str, str]]:
+    """A re-index job's subject is a workspace (its id), its subject version the run's number."""
+    return [(f"workspace {job.tenant}", reverse("admin:documents_tenant_change", args=[job.subject_id]))]
+
+
+def reindex_subject_labels(jobs: list[Job]) -> dict[Any, tuple[str, str]]:
+    """The job list's subject column for re-index runs: the run's number and the workspace."""
+    names = dict(Tenant.objects.filter(pk__in={job.subject_id for job in jobs}).values_list("pk", "name"))
+    return {
+        job.pk: (
+            f"re-index {job.subject_version} · {names.get(int(job.subject_id), job.tenant)}",
+            reverse("admin:documents_tenant_change", args=[job.subject_id]),
+        )
+        for job in jobs
+        if job.subject_id.isdigit()
+    }
+
+
+register_subject_links(REINDEX_KIND, reindex_subject_links)
+register_subject_labels(REINDEX_KIND, reindex_subject_labels)
 register_tenant_link(lambda slug: f"{reverse('admin:documents_tenant_changelist')}?{urlencode({'q': slug})}")
 register_retry_variant(
     RetryVariant(

@@ -36,11 +36,13 @@ def displayed(progress: float, *, total: int | None, ready: bool, stopped: bool 
     """The number a user may be shown, or ``None`` when there is no honest number.
 
     A number is honest when the job is ready, when it stopped (failed or cancelled: how far it
-    got, which no longer moves) or when the current stage reports a real total; otherwise the
-    user sees "stage 3 of 5" and the time of the last update.
+    got, which no longer moves), when the current stage reports a real total, or once finished
+    stages count for something: a stage that has not reported its total yet keeps showing the
+    weight of the stages before it, so a number once shown never gives way to none. Before any
+    of that the user sees "stage 1 of 5" and the time of the last update.
     """
     if ready:
         return 100.0
-    if stopped or (total is not None and total > 0):
+    if stopped or (total is not None and total > 0) or progress > 0:
         return progress
     return None

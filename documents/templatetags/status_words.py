@@ -91,6 +91,16 @@ ROLES: dict[str, Promise] = {
 
 STAGE_LINE = _("Stage %(index)s of %(count)s · %(label)s")
 SEARCHABLE_SINCE = _("Searchable since %(time)s (version %(version)s)")
+# The status card's sentences about the stored file, as the card's template says them.
+BYTES_KEPT = _(
+    "The uploaded file of this version is kept until %(when)s for retries and processing again; "
+    "then it is removed."
+)
+BYTES_FREED = _(
+    "The uploaded file of this version was removed on %(when)s: files of stopped or replaced "
+    "versions are kept only for a while. It can no longer be retried or processed again; upload "
+    "the file again to process it."
+)
 
 
 def _word(words: dict[str, Promise], code: Any) -> str:
@@ -198,6 +208,8 @@ def js_catalog() -> dict[str, Any]:
         "stageLine": str(STAGE_LINE),
         "announce": str(_("Status: %(state)s")),
         "searchableSince": str(SEARCHABLE_SINCE),
+        "bytesKept": str(BYTES_KEPT),
+        "bytesFreed": str(BYTES_FREED),
         "live": str(_("Live")),
         "reconnecting": str(_("Connection lost: checking every few seconds")),
         "stillWorking": str(_("Still working · last heartbeat %(seconds)s s ago")),

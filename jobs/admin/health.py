@@ -50,6 +50,10 @@ def _rate(failed: int, finished: int) -> str:
     return f"{100 * failed / finished:.1f}% ({failed} of {finished})" if finished else "no attempts"
 
 
+def _jobs_running(count: int) -> str:
+    return f"idle or busy; {count} job{'' if count == 1 else 's'} running"
+
+
 def tiles(health: Health) -> list[Tile]:
     changelist = reverse("admin:jobs_job_changelist")
     totals = health.status_totals
@@ -73,7 +77,7 @@ def tiles(health: Health) -> list[Tile]:
         Tile(
             "Live workers",
             str(len(health.workers)),
-            f"idle or busy; {sum(w.running for w in health.workers)} jobs running",
+            _jobs_running(sum(w.running for w in health.workers)),
         ),
         # Final statuses only grow: counted as jobs that entered them in the window, not in total.
         *(

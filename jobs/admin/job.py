@@ -93,7 +93,7 @@ class JobAdmin(JobReadOnlyMixin, OperatorActionsMixin):
     empty_value_display = display.DASH
     fieldsets = (
         (None, {"fields": ("id", "kind", "tenant", "subject_id", "subject_version")}),
-        ("State", {"fields": ("status", "state", "stage", "version", "attempt", "attempts_total")}),
+        ("State", {"fields": ("status", "state", "stage", "status_changes", "attempt", "attempts_total")}),
         ("Retry", {"fields": ("skipped_stages", "hints", "cleanup_from"), "classes": ("collapse",)}),
         (
             "Lease",
@@ -172,6 +172,12 @@ class JobAdmin(JobReadOnlyMixin, OperatorActionsMixin):
         for job in jobs:
             job.subject_label = labels.get(job.pk)
         return changelist
+
+    @admin.display(description="status changes")
+    def status_changes(self, job: Job) -> int:
+        # The row's compare-and-set counter. Not called "version": beside the subject's version
+        # it read as one.
+        return job.version
 
     @admin.display(description="subject", ordering="subject_id")
     def subject(self, job: Job) -> str:

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from documents.api.output import job_status_as_of
+from documents.models import DocumentVersion
 from jobs.executor import run_stage
 from jobs.models import Job, JobEvent, Status
-from jobs.services.worker import job_report_progress
+from jobs.services.worker import job_claim, job_report_progress
 from tests.api.conftest import (
     ERROR_KEYS,
     STATUS_KEYS,
@@ -23,7 +25,7 @@ from tests.api.conftest import (
     drive,
     lose_the_worker_until_failed,
 )
-from tests.documents.files import encrypted_pdf
+from tests.documents.files import encrypted_pdf, text_pdf
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -79,6 +81,33 @@ def test_progress_is_a_number_only_while_the_stage_reports_a_total(alice: Caller
     assert counted["progress"] == pytest.approx(5.0)  # a quarter of parsing's weight of 20 (of 100)
 
 
+def test_a_shown_progress_number_never_turns_null_or_drops_through_a_real_run(alice: Caller, settings):
+    settings.JOBS_PROGRESS_WRITE_SECONDS = 0
+    settings.JOBS_PROGRESS_EVENT_SECONDS = 0  # every report is an event: the finest sequence there is
+    body = alice.uploaded(text_pdf(), "report.pdf")
+    claim = job_claim(job_id=body["job_id"], worker="test-worker")
+    polled = []
+    while claim is not None:  # the status a poller reads between stages
+        polled.append(alice.client.get(body["status_url"]).json()["progress"])
+        claim = run_stage(claim)
+    polled.append(alice.client.get(body["status_url"]).json()["progress"])
+    job = Job.objects.get(pk=body["job_id"])
+    version = DocumentVersion.objects.get(job_id=job.pk)
+    # The data of every event as the event stream sends it, replayed from the log.
+    streamed = [
+        job_status_as_of(version, job, event)["progress"]
+        for event in JobEvent.objects.filter(job=job).order_by("id")
+    ]
+
+    for sequence in (polled, streamed):
+        assert sequence[-1] == 100.0, sequence
+        numbers = sequence[sequence.index(next(p for p in sequence if p is not None)) :]
+        assert None not in numbers, sequence
+        assert numbers == sorted(numbers), sequence
+        assert 100.0 not in numbers[:-1], sequence
+    assert len(set(streamed)) > 3  # parsing's pages, chunking and the rest were all counted
+
+
 def test_status_at_a_later_stage_counts_the_stages_before_it(alice: Caller):
     body = alice.uploaded()
     claim_at(body["job_id"], "embedding")
@@ -88,7 +117,8 @@ def test_status_at_a_later_stage_counts_the_stages_before_it(alice: Caller):
     assert (data["status"], data["stage"], data["state"]) == ("running", "embedding", "embedding")
     assert (data["stage_index"], data["stage_count"]) == (4, 5)
     assert [s["state"] for s in data["stages"]] == ["done", "skipped", "done", "running", "waiting"]
-    assert data["progress"] is None  # embedding has not reported a total yet
+    # Embedding has not reported a total yet: the stages before it (20 + 25 skipped + 15) stay.
+    assert data["progress"] == 60.0
 
 
 def test_status_of_a_ready_job(alice: Caller):

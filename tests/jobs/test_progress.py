@@ -34,10 +34,16 @@ def test_done_beyond_total_is_clamped():
     assert overall([50, 50], 0, done=500, total=10) == 50
 
 
-def test_no_number_is_shown_without_a_total():
-    assert displayed(45.0, total=None, ready=False) is None
+def test_no_number_is_shown_before_a_total_or_a_finished_stage():
+    assert displayed(0.0, total=None, ready=False) is None
+    assert displayed(0.0, total=10, ready=False) == 0.0
     assert displayed(52.0, total=200, ready=False) == 52.0
     assert displayed(99.0, total=None, ready=True) == 100.0
+
+
+def test_a_stage_without_a_total_yet_keeps_the_finished_stages_number():
+    # Chunking has just begun and counted nothing: the 45 of parsing and OCR stays on show.
+    assert displayed(45.0, total=None, ready=False) == 45.0
 
 
 def test_a_stopped_job_keeps_the_progress_it_reached():

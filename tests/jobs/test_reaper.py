@@ -116,7 +116,18 @@ def test_a_lost_task_is_dispatched_again_only_when_the_broker_is_idle(settings):
 def test_the_reap_jobs_command_runs_one_pass(capsys):
     in_pages_stage()
     call_command("reap_jobs", "--dry-run")
-    assert "would stalled: 0" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith("dry run, nothing changed; would stall: 0, would recover: 0, would give up: 0,")
+    assert "would stalled" not in out and "would given up" not in out
+
+
+def test_a_dry_run_counts_what_it_would_stall_in_plain_words(capsys, settings):
+    settings.JOBS_LEASE_SECONDS = 0  # the lease is over as soon as it is taken
+    claim = in_pages_stage()
+    call_command("reap_jobs", "--dry-run")
+    out = capsys.readouterr().out
+    assert "would stall: 1," in out
+    assert reload(claim).status == Status.RUNNING
 
 
 def test_a_reaper_pass_prunes_hourly_timing_rows_past_two_days_and_keeps_all_time_totals():

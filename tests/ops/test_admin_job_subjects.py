@@ -9,7 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from documents.models import Document, DocumentVersion
-from tests.ops.helpers import JOBS, document_job, running
+from documents.services.reindex import reindex_start
+from tests.ops.helpers import JOBS, document_job, job_url, running, tenant
 from tests.ops.test_admin_lists import row_of
 
 pytestmark = pytest.mark.django_db
@@ -38,3 +39,14 @@ def test_the_labels_cost_one_query_for_the_page_not_one_per_row(viewer):
     with CaptureQueriesContext(connection) as eight:
         viewer.get(JOBS)
     assert len(eight.captured_queries) == len(three.captured_queries)
+
+
+def test_a_reindex_jobs_subject_is_its_run_and_workspace_linked_to_the_workspace(viewer):
+    workspace = tenant("acme", name="Acme Harbour")
+    job = reindex_start(tenant=workspace, embedder="hashing:512")
+    row = row_of(viewer.get(JOBS).content.decode(), job)
+    url = f"/admin/documents/tenant/{workspace.pk}/change/"
+    assert f'<a class="jobs-subject" href="{url}" title="re-index 1 · Acme Harbour">' in row
+    assert f"{workspace.pk} v1" not in row
+    page = viewer.get(job_url(job)).content.decode()
+    assert f'<a href="{url}">workspace acme</a>' in page

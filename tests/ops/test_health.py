@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from jobs import health
 from jobs.admin.chart import nice_ceiling, throughput_svg
+from jobs.admin.health import tiles as health_tiles
 from jobs.health import Bucket, snapshot
 from jobs.models import Job, TimingBucket
 from jobs.services.reaper import reap
@@ -341,3 +342,13 @@ def test_pruning_drops_old_hours_and_keeps_the_all_time_totals():
         TimingBucket.objects.create(kind="k", stage="prepare", metric=WAIT, hour=hour, bucket=1, count=1)
     assert timing_prune(before=now - timedelta(days=1)) == 1
     assert set(TimingBucket.objects.values_list("hour", flat=True)) == {now, ALL_TIME}
+
+
+@pytest.mark.django_db
+def test_one_running_job_is_counted_in_the_singular_on_the_workers_tile():
+    jh.running(worker="host-a:1")
+    workers = next(tile for tile in health_tiles(snapshot()) if tile.label == "Live workers")
+    assert workers.note == "idle or busy; 1 job running"
+    jh.running(worker="host-a:1")
+    workers = next(tile for tile in health_tiles(snapshot()) if tile.label == "Live workers")
+    assert workers.note == "idle or busy; 2 jobs running"

@@ -108,3 +108,13 @@ def test_buttons_are_offered_only_where_the_state_and_the_permissions_allow(view
     finished = jh.reload(jh.new_job())
     finished_page = senior.get(job_url(finished)).content.decode()
     assert offered_on_page(finished_page) == {"cancel"}
+
+
+def test_the_header_counts_status_changes_and_the_subject_names_the_document_version(viewer):
+    job = document_job()
+    html = viewer.get(job_url(job)).content.decode()
+    summary = html[html.index('class="jobs-summary"') : html.index("Operator actions")]
+    assert f"{job.version} status change" in summary
+    assert "version v" not in summary
+    assert ">document version 1</a>" in summary
+    assert "status changes" in html  # the read-only field, not "version"

@@ -180,6 +180,10 @@ def test_cancel_from_the_page_shows_stopping_then_cancelled(page, platform, alic
     expect(field(page, "stopping")).to_be_hidden()
     expect(page.get_by_role("button", name="Cancel processing")).to_be_hidden()
     assert page.locator('.step[data-stage="ocr"]').get_attribute("data-state") == "cancelled"
+    # Until when the file stays for processing again appears as the job ends, not after a reload.
+    expect(field(page, "bytes-kept")).to_be_visible()
+    expect(field(page, "bytes-kept")).to_contain_text("The uploaded file of this version is kept until ")
+    expect(field(page, "bytes-kept").locator("time")).to_have_count(1)
     assert_not_reloaded(page)
     assert Document.objects.get(pk=result.document.pk).published_version is None
 

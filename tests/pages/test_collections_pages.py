@@ -5,6 +5,8 @@ another tenant's collection or version is a 404."""
 
 from __future__ import annotations
 
+import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,48 @@ def test_the_search_page_scopes_to_one_collection(alice: Member, bob: Member):
     )
     theirs = bob.client.get("/search", {"q": "cobalt tram", "collection": str(notes.pk)}).content.decode()
     assert f"/documents/{inside.document.pk}/" not in theirs and "Notes" not in theirs
+
+
+class CellChildren(HTMLParser):
+    """The direct children of the versions table's publication cells: tags, and text that is
+    not blank (on a phone each of them is a grid item of its own)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0  # inside a publication cell: 1 for the cell itself
+        self.cells: list[list[str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.depth:
+            if self.depth == 1:
+                self.cells[-1].append(f"<{tag}>")
+            self.depth += 1
+        elif tag == "td" and ("data-cell", "role") in attrs:
+            self.depth = 1
+            self.cells.append([])
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self.depth == 1 and data.strip():
+            self.cells[-1].append(data.strip())
+
+
+def test_chunks_are_numbered_from_one_and_the_links_of_a_version_stay_together(alice: Member):
+    result = alice.upload(
+        files.text_pdf(["Saffron lantern page one.", "Page two."]), "lantern.pdf", "Lantern"
+    )
+    assert result.job is not None
+    run_until_idle(result.job.pk)
+    page = alice.client.get(f"/documents/{result.document.pk}/versions/1/chunks").content.decode()
+    numbers = re.findall(r'<li class="card" value="(\d+)" data-ordinal="(\d+)"', page)
+    assert numbers and numbers[0] == ("1", "0")
+    assert all(int(shown) == int(ordinal) + 1 for shown, ordinal in numbers)
+
+    detail = alice.client.get(f"/documents/{result.document.pk}/").content.decode()
+    cells = CellChildren()
+    cells.feed(detail)
+    # The role, "Chunks · Extracted text" in one box: no "·" left alone beside the links.
+    assert cells.cells == [["<div>"]]

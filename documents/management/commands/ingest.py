@@ -3,19 +3,26 @@
 Uploads go through the same service as the API and pages. A file whose name is the title of one
 of the tenant's documents is uploaded as that document's next version. Each document gets a line with its
 stage, a progress bar where an honest number exists, units done of total, and at the end its
-state, or its error message and what to do. Exits 1 if any upload was rejected or any job did
-not end ready.
+state, or its error message and what to do. On a terminal the lines are live bars drawn by
+``rich``, which measures what it drew (a line wrapped by a narrow terminal is redrawn in place);
+elsewhere each changed line is printed once. It ends with the count of documents ready, failed
+and rejected, and exits 1 if any upload was rejected or any job did not end ready.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 from django.utils import timezone
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
+from rich.table import Column
 
 from documents.engines.validation import UploadRejected
 from documents.models import Document, Tenant
@@ -23,10 +30,12 @@ from documents.services.collections import collection_of
 from documents.services.upload import document_upload
 from documents.templatetags.status_words import action_label, cause_message, state_label
 from jobs.executor import run_job
-from jobs.models import Job
+from jobs.models import FINISHED, Job, Status
 from jobs.selectors import JobView, job_view
 
 BAR = 24
+
+Draw = Callable[[dict[str, JobView]], None]
 
 
 def collect(paths: list[str]) -> list[Path]:
@@ -42,20 +51,71 @@ def collect(paths: list[str]) -> list[Path]:
     return found
 
 
+def label_of(name: str) -> str:
+    return f"{name[:28]:<28}"
+
+
+def where(view: JobView) -> str:
+    """The stage and units done while running, after the state word."""
+    units = f" · {view.processed} of {view.total} {view.unit}" if view.total and not view.finished else ""
+    stage = "" if view.finished else f" stage {view.stage_index} of {view.stage_count} · {view.stage_label}"
+    return f"{stage}{units}"
+
+
+def advice(view: JobView) -> str:
+    """What went wrong and what to do, or nothing."""
+    if view.error is None:
+        return ""
+    return f"{cause_message(view.error)} {action_label(view.error['action'])}"
+
+
 def render(name: str, view: JobView) -> str:
-    label = f"{name[:28]:<28}"
+    """One document as a plain line (and its advice below it), for output that is not a terminal."""
     if view.progress is not None:
         filled = round(BAR * view.progress / 100)
         bar = f"[{'#' * filled}{'.' * (BAR - filled)}] {view.progress:5.1f}%"
     else:
         bar = f"[{' ' * BAR}]   -  "
-    units = f" · {view.processed} of {view.total} {view.unit}" if view.total and not view.finished else ""
-    where = "" if view.finished else f" stage {view.stage_index} of {view.stage_count} · {view.stage_label}"
     # The words the pages show ("Parsing failed", not parse_failed), in the active language.
-    line = f"{label} {bar}  {state_label(view.state):<24}{where}{units}"
+    line = f"{label_of(name)} {bar}  {state_label(view.state):<24}{where(view)}"
     if view.error is not None:
-        line += f"\n    {cause_message(view.error)} {action_label(view.error['action'])}"
+        line += f"\n    {advice(view)}"
     return line
+
+
+class _Through:
+    """A file for ``rich`` that writes through the command's stdout (``call_command`` replaces
+    it) without the newline ``OutputWrapper`` would add to each write."""
+
+    def __init__(self, out: OutputWrapper) -> None:
+        self.out = out
+
+    def write(self, text: str) -> int:
+        self.out.write(text, ending="")
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def isatty(self) -> bool:
+        return self.out.isatty()
+
+
+@dataclass
+class Tally:
+    ready: int = 0
+    failed: int = 0
+    rejected: int = 0
+    unchanged: int = 0
+    unfinished: int = 0
+
+    def summary(self) -> str:
+        parts = [f"{self.ready} ready", f"{self.failed} failed", f"{self.rejected} rejected"]
+        if self.unchanged:
+            parts.append(f"{self.unchanged} unchanged")
+        if self.unfinished:
+            parts.append(f"{self.unfinished} still processing")
+        return ", ".join(parts)
 
 
 class Command(BaseCommand):
@@ -95,7 +155,7 @@ class Command(BaseCommand):
             collection = collection_of(tenant, options["collection"])
             if collection is None:
                 raise CommandError(f"the tenant has no collection with the id {options['collection']!r}")
-        failed = 0
+        tally = Tally()
         jobs: dict[str, Any] = {}
         for path in collect(options["paths"]):
             # A file named like one of the tenant's documents becomes its next version (identical
@@ -111,60 +171,104 @@ class Command(BaseCommand):
                         collection=collection,
                     )
             except UploadRejected as rejected:
-                self.stdout.write(f"{path.name[:28]:<28} rejected: {rejected.message} ({rejected.code})")
-                failed += 1
+                self.stdout.write(f"{label_of(path.name)} rejected: {rejected.message} ({rejected.code})")
+                tally.rejected += 1
                 continue
             if result.duplicate:
-                self.stdout.write(f"{path.name[:28]:<28} unchanged: identical to the published version")
+                self.stdout.write(f"{label_of(path.name)} unchanged: identical to the published version")
+                tally.unchanged += 1
                 continue
             assert result.job is not None
             if result.version.reused_from_id is not None:
                 self.stdout.write(
-                    f"{path.name[:28]:<28} already processed in this workspace: its results are reused"
+                    f"{label_of(path.name)} already processed in this workspace: its results are reused"
                 )
             jobs[path.name] = result.job.pk
         if options["inline"]:
             for job_id in jobs.values():
                 while run_job(job_id) == "done":
                     pass
-        failed += self.follow(jobs, timeout=options["timeout"])
-        if failed:
-            self.stderr.write(f"{failed} document(s) did not become searchable")
+        for view in self.follow(jobs, timeout=options["timeout"]).values():
+            if view.status == Status.READY:
+                tally.ready += 1
+            elif view.status in FINISHED:
+                tally.failed += 1
+            else:
+                tally.unfinished += 1
+        self.stdout.write(tally.summary())
+        if tally.failed or tally.rejected or tally.unfinished:
             sys.exit(1)
 
-    def follow(self, jobs: dict[str, Any], *, timeout: float) -> int:
-        """Redraw one line per job until all are finished; return how many did not end ready."""
-        tty = self.stdout.isatty()
+    def follow(self, jobs: dict[str, Any], *, timeout: float) -> dict[str, JobView]:
+        """Show every job until all are finished (or ``timeout``); return how each was left."""
+        console = Console(file=cast(IO[str], _Through(self.stdout)), highlight=False)
+        if not console.is_terminal:
+            return self._follow(jobs, timeout=timeout, draw=self._printer(), say=self.stderr.write)
+        # On a narrow terminal the name is cut and the state wraps within its column; rich counts
+        # the rows it drew, so the redraw lands where the last one began.
+        bars = Progress(
+            TextColumn("{task.fields[label]}", markup=False, table_column=Column(no_wrap=True, max_width=28)),
+            BarColumn(bar_width=BAR),
+            TextColumn("{task.fields[percent]}", markup=False, table_column=Column(no_wrap=True)),
+            TextColumn(
+                "{task.fields[where]}", markup=False, table_column=Column(overflow="fold", min_width=12)
+            ),
+            console=console,
+            auto_refresh=False,
+        )
+        tasks: dict[str, TaskID] = {}
+        with bars:
+
+            def draw(views: dict[str, JobView]) -> None:
+                for name, view in views.items():
+                    # No honest number yet: the bar pulses instead of showing a made-up one.
+                    total = None if view.progress is None else 100.0
+                    percent = "   -  " if view.progress is None else f"{view.progress:5.1f}%"
+                    if name not in tasks:
+                        tasks[name] = bars.add_task("", total=total, label=name, percent=percent, where="")
+                    bars.update(
+                        tasks[name],
+                        total=total,
+                        completed=view.progress or 0.0,
+                        percent=percent,
+                        where=f"{state_label(view.state)}{where(view)}",
+                    )
+                bars.refresh()
+
+            # Notes go above the live bars: written anywhere else they would be drawn over.
+            views = self._follow(jobs, timeout=timeout, draw=draw, say=bars.console.print)
+        for name, view in views.items():
+            if view.error is not None:
+                console.print(f"{label_of(name)} {advice(view)}", markup=False)
+        return views
+
+    def _printer(self) -> Draw:
+        shown: dict[str, str] = {}
+
+        def draw(views: dict[str, JobView]) -> None:
+            for name, view in views.items():
+                line = render(name, view)
+                if shown.get(name) != line:
+                    self.stdout.write(line)
+                    shown[name] = line
+
+        return draw
+
+    def _follow(
+        self, jobs: dict[str, Any], *, timeout: float, draw: Draw, say: Callable[[str], Any]
+    ) -> dict[str, JobView]:
         started = time.monotonic()
         hinted = False
-        shown: dict[str, str] = {}
-        drawn = 0
         while True:
             views = {name: job_view(Job.objects.get(pk=pk)) for name, pk in jobs.items()}
-            lines = {name: render(name, view) for name, view in views.items()}
-            if tty:
-                if drawn:
-                    self.stdout.write(f"\x1b[{drawn}F\x1b[J", ending="")
-                text = "\n".join(lines.values())
-                self.stdout.write(text)
-                drawn = text.count("\n") + 1
-            else:
-                for name, line in lines.items():
-                    if shown.get(name) != line:
-                        self.stdout.write(line)
-                shown = lines
+            draw(views)
             if all(v.finished for v in views.values()):
-                break
+                return views
             waited = time.monotonic() - started
             if not hinted and waited > 30 and all(v.state == "queued" for v in views.values()):
-                self.stderr.write(
-                    "no worker has picked these up: is `manage.py qcluster` running? (or --inline)"
-                )
+                say("no worker has picked these up: is `manage.py qcluster` running? (or --inline)")
                 hinted = True
             if waited > timeout:
-                self.stderr.write(
-                    f"still running after {timeout:.0f}s at {timezone.now():%H:%M:%S}; stopped following"
-                )
-                break
+                say(f"still running after {timeout:.0f}s at {timezone.now():%H:%M:%S}; stopped following")
+                return views
             time.sleep(0.5)
-        return sum(1 for v in views.values() if v.state != "ready")

@@ -103,6 +103,7 @@
     drawError(status);
     drawActions(status);
     drawSearchable(status);
+    drawStoredFile(status);
     drawVersionRow(status);
     drawHeartbeat();
 
@@ -179,6 +180,21 @@
       version: status.version,
     });
     show(part("searchable"), true);
+  }
+
+  // Until when the uploaded file stays for retries (once the job ended), or that it is gone.
+  function drawStoredFile(status) {
+    var freed = part("bytes-freed");
+    var kept = part("bytes-kept");
+    if (status.bytes_freed_at) {
+      fill(freed, words.bytesFreed, { when: window.ingestPages.timeElement(status.bytes_freed_at) });
+    }
+    show(freed, !!status.bytes_freed_at);
+    var keeping = !status.bytes_freed_at && !!status.bytes_kept_until;
+    if (keeping) {
+      fill(kept, words.bytesKept, { when: window.ingestPages.timeElement(status.bytes_kept_until) });
+    }
+    show(kept, keeping);
   }
 
   function drawVersionRow(status) {

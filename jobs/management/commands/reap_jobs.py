@@ -12,6 +12,18 @@ from django.db import close_old_connections
 
 from jobs.services.reaper import reap
 
+# What a pass did, said as what it would do.
+WOULD = {
+    "stalled": "stall",
+    "recovered": "recover",
+    "given_up": "give up",
+    "left_for_operator": "leave for an operator",
+    "cancelled": "finish cancelling",
+    "dispatched": "dispatch again",
+    "cleaned": "clean up",
+    "swept": "sweep",
+}
+
 
 class Command(BaseCommand):
     help = "Stall expired leases, finish orphaned cancels, re-dispatch lost tasks, run cleanups."
@@ -46,6 +58,9 @@ class Command(BaseCommand):
     def _pass(self, *, dry_run: bool, quiet: bool = False) -> None:
         counts = reap(dry_run=dry_run).counts()
         if not quiet or any(counts.values()):
-            prefix = "would " if dry_run else ""
-            text = ", ".join(f"{prefix}{name.replace('_', ' ')}: {n}" for name, n in counts.items())
+            if dry_run:
+                text = ", ".join(f"would {WOULD.get(name, name)}: {n}" for name, n in counts.items())
+                text = f"dry run, nothing changed; {text}"
+            else:
+                text = ", ".join(f"{name.replace('_', ' ')}: {n}" for name, n in counts.items())
             self.stdout.write(text)

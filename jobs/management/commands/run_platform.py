@@ -47,10 +47,10 @@ class Command(BaseCommand):
             "reaper": ([python, manage, "reap_jobs"], worker_env),
         }
         procs = {name: subprocess.Popen(cmd, env=env) for name, (cmd, env) in parts.items()}
-        self.stdout.write(f"platform running: http://{options['host']}:{options['port']}/  (Ctrl-C stops it)")
-        for line in options["then"]:
-            # Runs beside the platform; its exit does not stop the platform.
-            subprocess.Popen([python, manage, *shlex.split(line)])
+        url = f"http://{options['host']}:{options['port']}/"
+        self.stdout.write(f"platform running: {url}  (Ctrl-C stops it)")
+        # Each runs beside the platform; its exit does not stop the platform.
+        followers = {line: subprocess.Popen([python, manage, *shlex.split(line)]) for line in options["then"]}
         stop = proctree.stop_on_signals()
         code = 0
         while not stop.wait(0.5):
@@ -60,6 +60,18 @@ class Command(BaseCommand):
                 self.stderr.write(f"{name} exited with {proc.returncode}; stopping the platform")
                 code = proc.returncode or 1
                 break
+            for line, follower in list(followers.items()):
+                # poll() reaps a follower that ended: none is left a zombie beside the platform.
+                if follower.poll() is not None:
+                    del followers[line]
+                    self.stdout.write(self.ended(line, follower.returncode, url))
         # The cluster drains within JOBS_DRAIN_SECONDS (jobs handed back at their checkpoints).
-        proctree.terminate_all(procs.values(), grace=float(settings.JOBS_DRAIN_SECONDS) + 5)
+        everything = [*procs.values(), *followers.values()]
+        proctree.terminate_all(everything, grace=float(settings.JOBS_DRAIN_SECONDS) + 5)
         sys.exit(code)
+
+    @staticmethod
+    def ended(line: str, returncode: int, url: str) -> str:
+        """The line that says a ``--then`` command is over, and that the platform goes on."""
+        outcome = "done" if returncode == 0 else f"ended with exit status {returncode} (see above)"
+        return f"`{line}`: {outcome}. The platform keeps running: {url}  (Ctrl-C stops it)"
