@@ -185,6 +185,9 @@ class DocumentVersion(models.Model):
     # Its index entries, counted in the publish (unknown for a version published before): what
     # the dense ranking sums to size a filtered scope (documents.retrieval.pgvector).
     entries = models.PositiveIntegerField(null=True, blank=True)
+    # The sizes its chunks were cut with ({"max_chunk_size_tokens": n, "chunk_overlap_tokens": m}),
+    # written with the chunks (copied with them by dedup); null before the chunk stage ran.
+    chunking = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["document", "-number"]

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
-from django.db.models import Sum
+from django.db.models import Count, Sum
 from django.utils import timezone
 
 from documents.models import (
@@ -32,7 +32,7 @@ from documents.services.collections import collection_create, collection_delete,
 from documents.services.delete import document_delete
 from documents.services.files import file_read
 from documents.services.upload import document_upload
-from documents.stages.chunk import chunk_sizes
+from documents.stages.chunk import chunk_sizes, sizes_used
 from jobs.errors import JobConflict, UserAction, get_cause
 from jobs.models import Actor, Job, Status
 from jobs.services.lifecycle import job_cancel
@@ -271,13 +271,15 @@ def document_of_file(tenant: Tenant, file_id: str) -> Document | None:
 
 
 def chunking_used(document: Document) -> dict[str, Any]:
-    """The chunking the chunk stage applies to the document, as OpenAI's static strategy: the
-    static sizes a /v1 attachment asked for, or the settings' (auto) sizes."""
-    _target, maximum, overlap = chunk_sizes(document.chunking_strategy)
-    return {
-        "type": "static",
-        "static": {"max_chunk_size_tokens": maximum + overlap, "chunk_overlap_tokens": overlap},
-    }
+    """The chunking of the document's latest version as OpenAI's static strategy: the sizes its
+    chunks were cut with, or (before the chunk stage ran) those it will cut them with: the static
+    sizes a /v1 attachment asked for, or the settings'."""
+    version = document.latest_version
+    recorded = version.chunking if version is not None else None
+    if not isinstance(recorded, dict):
+        _target, maximum, overlap = chunk_sizes(document.chunking_strategy)
+        recorded = sizes_used(maximum, overlap)
+    return {"type": "static", "static": recorded}
 
 
 def file_detach(*, tenant: Tenant, attached: Document, user: Any = None) -> None:
@@ -333,8 +335,10 @@ def batch_cancel(*, batch: VectorStoreFileBatch, user: Any = None) -> None:
 def file_counts(files: Any) -> dict[str, int]:
     """OpenAI's file_counts of a store's files (in_progress, completed, failed, cancelled, total)."""
     counts = dict.fromkeys(("in_progress", "completed", "failed", "cancelled"), 0)
-    for status in files.values_list("latest_version__job__status", flat=True):
-        counts[FILE_STATUS.get(status, "in_progress")] += 1
+    # Counted in the database: a store made from a large collection has many files.
+    grouped = files.order_by().values_list("latest_version__job__status").annotate(n=Count("pk"))
+    for status, n in grouped:
+        counts[FILE_STATUS.get(status, "in_progress")] += n
     return {**counts, "total": sum(counts.values())}
 
 

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from documents.causes import EMPTY_INPUT, TOO_MANY_CHUNKS
 from documents.engines.chunking import Block, ChunkInputPage, chunk_pages, with_overlap
-from documents.models import Chunk, Document, Page
+from documents.models import Chunk, Document, DocumentVersion, Page
 from documents.rows import insert_rows
 from documents.services.dedup import copy_chunks, source_of
 from documents.stages.common import version_of
@@ -48,6 +48,11 @@ def chunk_sizes(strategy: Any) -> tuple[int, int, int]:
     return min(target, maximum), maximum, overlap
 
 
+def sizes_used(maximum: int, overlap: int) -> dict[str, int]:
+    """The sizes a version's chunks were cut with, in OpenAI's static strategy's words."""
+    return {"max_chunk_size_tokens": maximum + overlap, "chunk_overlap_tokens": overlap}
+
+
 def run(ctx: StageContext) -> None:
     version = version_of(ctx)
     source = source_of(version)
@@ -56,6 +61,7 @@ def run(ctx: StageContext) -> None:
         if total:
             with ctx.write(checkpoint={"chunks": total, "reused": True}, done=total, total=total):
                 copy_chunks(source, version)
+                DocumentVersion.objects.filter(pk=version.pk).update(chunking=source.chunking)
             return
     strategy = Document.objects.filter(pk=version.document_id).values_list("chunking_strategy", flat=True)
     target, maximum, overlap = chunk_sizes(strategy.first())
@@ -75,3 +81,4 @@ def run(ctx: StageContext) -> None:
     with ctx.write(checkpoint={"chunks": len(rows)}, done=len(rows), total=len(rows)):
         Chunk.objects.filter(version=version).delete()
         insert_rows(Chunk, CHUNK_FIELDS, rows)
+        DocumentVersion.objects.filter(pk=version.pk).update(chunking=sizes_used(maximum, overlap))

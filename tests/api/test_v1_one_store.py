@@ -6,6 +6,7 @@ the chunking the chunker used as OpenAI's ``static`` strategy. Runs on both data
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from django.conf import settings as django_settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
+from documents.models import DocumentVersion
 from tests.api.conftest import Caller, drive
 
 pytestmark = pytest.mark.django_db(transaction=True)  # runs jobs: workers commit
@@ -133,7 +135,7 @@ def test_files_attached_through_v1_are_listed_by_api(alice: Caller) -> None:
     assert len(listed) == 2 and made["id"] in {f["id"] for f in listed}
 
 
-def test_a_store_file_reports_the_chunk_sizes_the_chunker_used(alice: Caller) -> None:
+def test_a_store_file_reports_the_chunk_sizes_the_chunker_used(alice: Caller, settings: Any) -> None:
     client = v1(alice)
     static = {"type": "static", "static": {"max_chunk_size_tokens": 300, "chunk_overlap_tokens": 50}}
     store = client.post("/v1/vector_stores", {"name": "Sizes"}, format="json").json()["id"]
@@ -159,3 +161,21 @@ def test_a_store_file_reports_the_chunk_sizes_the_chunker_used(alice: Caller) ->
     }
     retrieved = client.get(f"/v1/vector_stores/{store}/files/{made[1]}").json()
     assert retrieved["chunking_strategy"] == static
+
+    # Once chunked, a file keeps reporting the sizes its chunks were cut with.
+    drive(auto["job_id"])
+    drive(sized["job_id"])
+    used = auto["chunking_strategy"]
+    settings.CHUNK_MAX_TOKENS = int(django_settings.CHUNK_MAX_TOKENS) + 100
+    for file_id, expected in ((made[0], used), (made[1], static)):
+        answer = client.get(f"/v1/vector_stores/{store}/files/{file_id}").json()
+        assert (answer["status"], answer["chunking_strategy"]) == ("completed", expected)
+
+
+def test_a_version_made_from_a_copy_records_the_sizes_of_the_chunks_it_copied(alice: Caller) -> None:
+    text = "The ferry left the quay at nine and returned before the fog."
+    first, second = upload(alice, "a.txt", text), upload(alice, "b.txt", text)
+    versions = {v.document_id: v for v in DocumentVersion.objects.all()}
+    copied = versions[uuid.UUID(second)]
+    assert copied.reused_from_id == versions[uuid.UUID(first)].pk  # dedup copied the chunks
+    assert copied.chunking is not None and copied.chunking == versions[uuid.UUID(first)].chunking
