@@ -83,6 +83,10 @@ class Collection(models.Model):
         return self.name
 
 
+def _file_id() -> str:
+    return f"file-{uuid.uuid4().hex}"
+
+
 class Document(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="documents")
@@ -110,10 +114,29 @@ class Document(models.Model):
     # When a version was last added (upload, process again): the lists' default order, so a
     # document with a new version moves up.
     last_activity_at = models.DateTimeField(default=timezone.now)
+    # /v1: every document of a collection is a file of its vector store, whichever API made it.
+    # file_id is the file object's id when the document was made from one (so the same file in
+    # two stores keeps one id), a fresh ``file-...`` id otherwise.
+    file_id = models.CharField(max_length=40, default=_file_id, editable=False)
+    # The chunking a /v1 attachment asked for ({"type": "static", ...}); empty: the settings'.
+    chunking_strategy = models.JSONField(default=dict, blank=True)
+    file_batch = models.ForeignKey(
+        "VectorStoreFileBatch", null=True, blank=True, on_delete=models.SET_NULL, related_name="documents"
+    )
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            # One live file per id in a store; a deleted one's tombstone does not block re-attaching.
+            models.UniqueConstraint(
+                fields=["collection", "file_id"],
+                condition=models.Q(deleted_at__isnull=True),
+                name="document_file_once",
+            ),
+        ]
         indexes = [
+            # /v1/files/{id} answers for a document's file id as well as for a file object's.
+            models.Index(fields=["tenant", "file_id"], name="document_tenant_file"),
             models.Index(fields=["tenant", "-created_at"], name="document_tenant_recent"),
             models.Index(fields=["tenant", "-last_activity_at"], name="document_tenant_activity"),
             models.Index(fields=["collection", "-created_at"], name="document_collection_recent"),
@@ -162,6 +185,9 @@ class DocumentVersion(models.Model):
     # Its index entries, counted in the publish (unknown for a version published before): what
     # the dense ranking sums to size a filtered scope (documents.retrieval.pgvector).
     entries = models.PositiveIntegerField(null=True, blank=True)
+    # The sizes its chunks were cut with ({"max_chunk_size_tokens": n, "chunk_overlap_tokens": m}),
+    # written with the chunks (copied with them by dedup); null before the chunk stage ran.
+    chunking = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["document", "-number"]
@@ -433,10 +459,6 @@ class BatchItem(models.Model):
 # --- /v1 (OpenAI-compatible API): file objects ----------------------------------------------------
 
 
-def _file_id() -> str:
-    return f"file-{uuid.uuid4().hex}"
-
-
 class FileObject(models.Model):
     """Bytes uploaded through ``POST /v1/files``: stored once, attachable to several vector stores
     (each attachment becomes a document of that collection, made from these bytes by the upload
@@ -500,23 +522,3 @@ class VectorStoreFileBatch(models.Model):
     collection = models.ForeignKey("Collection", on_delete=models.CASCADE, related_name="file_batches")
     created_at = models.DateTimeField(default=timezone.now)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
-
-
-class VectorStoreFile(models.Model):
-    """A file object attached to a vector store: the document of that collection made from its
-    bytes (so one file in two stores is two documents). Removed with its document."""
-
-    collection = models.ForeignKey("Collection", on_delete=models.CASCADE, related_name="vector_store_files")
-    file_id = models.CharField(max_length=40)  # kept when the file object is deleted, as OpenAI
-    document = models.OneToOneField(Document, on_delete=models.CASCADE, related_name="vector_store_file")
-    batch = models.ForeignKey(
-        VectorStoreFileBatch, null=True, blank=True, on_delete=models.SET_NULL, related_name="files"
-    )
-    chunking_strategy = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["collection", "file_id"], name="vector_store_file_once"),
-        ]
-        indexes = [models.Index(fields=["collection", "created_at", "id"], name="vector_store_file_keyset")]

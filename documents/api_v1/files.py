@@ -1,4 +1,8 @@
-"""``/v1/files``: upload, list, retrieve, delete and download file objects (OpenAI's Files API)."""
+"""``/v1/files``: upload, list, retrieve, delete and download file objects (OpenAI's Files API).
+
+A document made outside /v1 (through /api, the pages, the CLI or a source) has no file object, yet
+it is a file of its collection's store and search names it by its ``file_id``: retrieving that id
+answers with the document's bytes as a file, so every id /v1 hands out can be looked up here."""
 
 from __future__ import annotations
 
@@ -14,8 +18,9 @@ from rest_framework.response import Response
 from documents.api_v1.base import V1_ERRORS, V1View
 from documents.api_v1.errors import V1Error, not_found
 from documents.api_v1.pagination import keyset_page
-from documents.models import FileObject
+from documents.models import Document, FileObject
 from documents.services.files import NOT_DOWNLOADABLE, PURPOSES, file_create, file_delete, file_read
+from documents.services.vector_stores import document_of_file
 from documents.throttles import UPLOAD_THROTTLES
 
 
@@ -72,11 +77,39 @@ def file_out(obj: FileObject) -> dict[str, Any]:
     }
 
 
+# A document's bytes are the document's: they go with it (through its store), never alone.
+DOCUMENT_PURPOSE = "assistants"
+
+
+def document_file_out(document: Document) -> dict[str, Any]:
+    version = document.latest_version
+    return {
+        "id": document.file_id,
+        "object": "file",
+        "bytes": version.size if version is not None else 0,
+        "created_at": int(document.created_at.timestamp()),
+        "filename": version.original_name if version is not None else document.title,
+        "purpose": DOCUMENT_PURPOSE,
+        "status": "processed",
+        "expires_at": None,
+        "status_details": None,
+    }
+
+
 def file_of(view: V1View, file_id: str) -> FileObject:
     obj = FileObject.objects.filter(tenant=view.tenant, pk=file_id).first()
     if obj is None:
         raise not_found("file", file_id)
     return obj
+
+
+def any_file_of(view: V1View, file_id: str) -> FileObject | Document:
+    """The file object, or the live document that has this file id without one."""
+    obj = FileObject.objects.filter(tenant=view.tenant, pk=file_id).first()
+    found = obj if obj is not None else document_of_file(view.tenant, file_id)
+    if found is None:
+        raise not_found("file", file_id)
+    return found
 
 
 class FilesView(V1View):
@@ -121,13 +154,26 @@ class FilesView(V1View):
 class FileView(V1View):
     @extend_schema(operation_id="v1_files_retrieve", responses={200: FileOut, **V1_ERRORS})
     def get(self, request: Request, file_id: str) -> Response:
-        return Response(file_out(file_of(self, file_id)))
+        found = any_file_of(self, file_id)
+        return Response(file_out(found) if isinstance(found, FileObject) else document_file_out(found))
 
     @extend_schema(operation_id="v1_files_delete", responses={200: DeletedOut, **V1_ERRORS})
     def delete(self, request: Request, file_id: str) -> Response:
-        if not file_delete(tenant=self.tenant, file_id=file_id):
+        """Delete a file object (documents made from it stay in their stores, as OpenAI's). A
+        document's own file is refused: it is removed with the document, through its store."""
+        if file_delete(tenant=self.tenant, file_id=file_id):
+            return Response({"id": file_id, "object": "file", "deleted": True})
+        document = document_of_file(self.tenant, file_id)
+        if document is None:
             raise not_found("file", file_id)
-        return Response({"id": file_id, "object": "file", "deleted": True})
+        store = f"vs_{document.collection_id.hex}"
+        raise V1Error(
+            400,
+            "file_in_vector_store",
+            f"This file is a document of vector store {store}: remove it with "
+            f"DELETE /v1/vector_stores/{store}/files/{file_id}.",
+            "file_id",
+        )
 
 
 class FileContentView(V1View):
@@ -136,13 +182,15 @@ class FileContentView(V1View):
         responses={(200, "application/octet-stream"): bytes, **V1_ERRORS},
     )
     def get(self, request: Request, file_id: str) -> HttpResponse:
-        """The file's bytes, unless its purpose is not downloadable (``assistants``, as OpenAI)."""
-        obj = file_of(self, file_id)
-        if obj.purpose in NOT_DOWNLOADABLE:
+        """The file's bytes, unless its purpose is not downloadable (``assistants``, as OpenAI;
+        a document's file is one of those)."""
+        obj = any_file_of(self, file_id)
+        if not isinstance(obj, FileObject) or obj.purpose in NOT_DOWNLOADABLE:
+            purpose = obj.purpose if isinstance(obj, FileObject) else DOCUMENT_PURPOSE
             raise V1Error(
                 400,
                 "not_downloadable",
-                f"Not allowed to download files of purpose: {obj.purpose}.",
+                f"Not allowed to download files of purpose: {purpose}.",
                 "file_id",
             )
         response = HttpResponse(file_read(obj), content_type="application/octet-stream")

@@ -77,8 +77,11 @@ class VectorStoreFileOut(serializers.Serializer):
     last_error = LastErrorOut(allow_null=True)
     usage_bytes = serializers.IntegerField()
     attributes = Dict()
-    chunking_strategy = Dict()
-    document_id = serializers.CharField(help_text="ours: the document made from the file")
+    chunking_strategy = Dict(
+        help_text="the sizes the chunker used: {'type': 'static', 'static': {'max_chunk_size_tokens': n, "
+        "'chunk_overlap_tokens': m}}"
+    )
+    document_id = serializers.CharField(help_text="ours: the file's document")
     job_id = serializers.CharField(allow_null=True, help_text="ours: its processing job")
     stage = serializers.CharField(allow_null=True, help_text="ours: the job's stage")
     job_status = serializers.CharField(allow_null=True, help_text="ours: the job's status")

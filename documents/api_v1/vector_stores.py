@@ -1,8 +1,9 @@
-"""``/v1/vector_stores``: stores (= collections), their files (= documents processed by a job),
-file batches and search, in the shapes of OpenAI's Vector Stores API.
+"""``/v1/vector_stores``: stores (= collections), their files (= their documents, processed by
+a job, whichever API made them), file batches and search, in the shapes of OpenAI's Vector Stores
+API.
 
-Polling is cheap: a file's retrieve is one query (the attachment with its document, version and
-job joined) besides the tenant's store; the answer carries ``openai-poll-after-ms`` so the SDK
+Polling is cheap: a file's retrieve is one query (the document with its version and job joined)
+besides authentication; the answer carries ``openai-poll-after-ms`` so the SDK
 polls at our pace.
 """
 
@@ -25,7 +26,7 @@ from documents.api_v1.base import V1_ERRORS, V1View
 from documents.api_v1.errors import V1Error, not_found
 from documents.api_v1.files import LIST_PARAMETERS, DeletedOut
 from documents.api_v1.pagination import keyset_page
-from documents.models import Chunk, Collection, VectorStoreFile, VectorStoreFileBatch
+from documents.models import Chunk, Collection, Document, VectorStoreFileBatch
 from documents.retrieval.filters import parse_filter
 from documents.search import search
 from documents.services import vector_stores as vs
@@ -70,9 +71,9 @@ def store_out(collection: Collection) -> dict[str, Any]:
     }
 
 
-def file_out(attached: VectorStoreFile) -> dict[str, Any]:
+def file_out(attached: Document) -> dict[str, Any]:
     job = vs.job_of(attached)
-    version = attached.document.latest_version
+    version = attached.latest_version
     return {
         "id": attached.file_id,
         "object": "vector_store.file",
@@ -81,10 +82,10 @@ def file_out(attached: VectorStoreFile) -> dict[str, Any]:
         "status": vs.file_status(job),
         "last_error": vs.last_error(job),
         "usage_bytes": version.size if version is not None else 0,
-        "attributes": attached.document.attributes or {},
-        "chunking_strategy": attached.chunking_strategy or dict(vs.AUTO),
+        "attributes": attached.attributes or {},
+        "chunking_strategy": vs.chunking_used(attached),
         # Ours (the SDK ignores unknown fields): the real stage and progress of the job.
-        "document_id": str(attached.document_id),
+        "document_id": str(attached.pk),
         "job_id": str(job.pk) if job is not None else None,
         "stage": job.stage if job is not None else None,
         "job_status": job.status if job is not None else None,
@@ -111,7 +112,7 @@ class StoreView(V1View):
             raise not_found("vector store", ref)
         return found
 
-    def attached(self, collection: Collection, file_id: str) -> VectorStoreFile:
+    def attached(self, collection: Collection, file_id: str) -> Document:
         found = vs.live_files(collection).filter(file_id=file_id).first()
         if found is None:
             raise not_found("file", file_id)
@@ -144,7 +145,7 @@ class StoresView(StoreView):
             self.attach(collection, {"file_id": file_id})
         return Response(store_out(collection))
 
-    def attach(self, collection: Collection, item: dict[str, Any], batch: Any = None) -> VectorStoreFile:
+    def attach(self, collection: Collection, item: dict[str, Any], batch: Any = None) -> Document:
         try:
             return vs.file_attach(
                 tenant=self.tenant,
@@ -226,9 +227,9 @@ def file_page(files: Any, request: Request) -> dict[str, Any]:
     if wanted:
         statuses = [s for s, word in vs.FILE_STATUS.items() if word == wanted]
         if wanted == "in_progress":
-            files = files.exclude(document__latest_version__job__status__in=list(vs.FILE_STATUS))
+            files = files.exclude(latest_version__job__status__in=list(vs.FILE_STATUS))
         elif statuses:
-            files = files.filter(document__latest_version__job__status__in=statuses)
+            files = files.filter(latest_version__job__status__in=statuses)
         else:
             raise V1Error(
                 400, "invalid_filter", "filter is in_progress, completed, failed or cancelled.", "filter"
@@ -256,8 +257,8 @@ class StoreFileView(StoreView):
         body = body_of(request)
         if not isinstance(body.get("attributes"), dict):
             raise V1Error(400, "invalid_attributes", "Send attributes as an object.", "attributes")
-        document_update(document=attached.document, attributes=body["attributes"])
-        attached.document.refresh_from_db(fields=["attributes"])
+        document_update(document=attached, attributes=body["attributes"])
+        attached.refresh_from_db(fields=["attributes"])
         return Response(file_out(attached))
 
     @extend_schema(operation_id="v1_vector_store_files_delete", responses=ok(DeletedOut))
@@ -273,7 +274,7 @@ class StoreFileContentView(StoreView):
     def get(self, request: Request, store_id: str, file_id: str) -> Response:
         """The text of the file's chunks in the published (verified) version; none before."""
         attached = self.attached(self.store(store_id), file_id)
-        published = attached.document.published_version_id
+        published = attached.published_version_id
         texts = Chunk.objects.filter(version_id=published).order_by("ordinal").values_list("text", flat=True)
         data = [{"type": "text", "text": t} for t in texts] if published else []
         return Response(
@@ -307,7 +308,7 @@ class BatchesView(StoresView):
 
 
 def batch_out(batch: VectorStoreFileBatch) -> dict[str, Any]:
-    counts = vs.file_counts(vs.live_files(batch.collection).filter(batch=batch))
+    counts = vs.file_counts(vs.live_files(batch.collection).filter(file_batch=batch))
     if counts["in_progress"]:
         status = "in_progress"
     elif batch.cancel_requested_at is not None:
@@ -355,7 +356,7 @@ class BatchFilesView(BatchView):
     )
     def get(self, request: Request, store_id: str, batch_id: str) -> Response:
         batch = self.batch(store_id, batch_id)
-        return Response(file_page(vs.live_files(batch.collection).filter(batch=batch), request))
+        return Response(file_page(vs.live_files(batch.collection).filter(file_batch=batch), request))
 
 
 class SearchView(StoreView):
@@ -395,9 +396,7 @@ class SearchView(StoreView):
         )
         hits = [h for h in hits if h.score >= threshold]
         names = dict(
-            VectorStoreFile.objects.filter(document_id__in=[h.document_id for h in hits]).values_list(
-                "document_id", "file_id"
-            )
+            Document.objects.filter(pk__in=[h.document_id for h in hits]).values_list("pk", "file_id")
         )
         vs.store_touch(collection)
         data = [

@@ -1,6 +1,7 @@
-"""Vector stores of the OpenAI-compatible API: a collection plus its expiry and chunking, and
-the files attached to it (each a document of the collection, made by the upload service and
-processed by its job). Status words come from the job; ``completed`` means the job is ready.
+"""Vector stores of the OpenAI-compatible API: a collection plus its expiry and chunking. Its
+files are its documents, whichever API made them (a file attached through /v1 becomes a document
+of the collection, made by the upload service and processed by its job, keeping the file object's
+id). Status words come from the job; ``completed`` means the job is ready.
 """
 
 # long-module: the /v1 store and attachment use cases share their locking and status mapping; each
@@ -15,7 +16,7 @@ from typing import Any
 
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
-from django.db.models import Sum
+from django.db.models import Count, Sum
 from django.utils import timezone
 
 from documents.models import (
@@ -24,7 +25,6 @@ from documents.models import (
     DocumentVersion,
     FileObject,
     Tenant,
-    VectorStoreFile,
     VectorStoreFileBatch,
     VectorStoreSettings,
 )
@@ -32,6 +32,7 @@ from documents.services.collections import collection_create, collection_delete,
 from documents.services.delete import document_delete
 from documents.services.files import file_read
 from documents.services.upload import document_upload
+from documents.stages.chunk import chunk_sizes, sizes_used
 from jobs.errors import JobConflict, UserAction, get_cause
 from jobs.models import Actor, Job, Status
 from jobs.services.lifecycle import job_cancel
@@ -198,10 +199,11 @@ def file_attach(
     chunking_strategy: Any = None,
     user: Any = None,
     batch: VectorStoreFileBatch | None = None,
-) -> VectorStoreFile:
+) -> Document:
     """Attach a file object to the store: its bytes become a document of the collection (the
-    upload service checks them, a job processes them). Attaching it again returns the same one.
-    Raises :class:`StoreInputError` (404) for an unknown file, ``UploadRejected`` for bad bytes."""
+    upload service checks them, a job processes them) that keeps the file's id. Attaching it
+    again returns the same document. Raises :class:`StoreInputError` (404) for an unknown file,
+    ``UploadRejected`` for bad bytes."""
     obj = FileObject.objects.filter(tenant=tenant, pk=str(file_id)).first()
     if obj is None:
         raise StoreInputError("file_id", "not_found", f"No file found with id '{str(file_id)[:80]}'.", 404)
@@ -213,7 +215,7 @@ def file_attach(
         chunking = settings_of(collection).chunking_strategy or dict(AUTO)
     result = None
     try:
-        # One transaction: the attachment (and its chunking) exists before the job can run.
+        # One transaction: the document carries its file id and chunking before the job can run.
         with transaction.atomic():
             result = document_upload(
                 tenant=tenant,
@@ -225,50 +227,68 @@ def file_attach(
                 collection=collection,
                 chunking=chunking,
             )
-            attached = VectorStoreFile.objects.create(
-                collection=collection,
+            Document.objects.filter(pk=result.document.pk).update(
                 file_id=obj.pk,
-                document=result.document,
-                batch=batch,
-                chunking_strategy=chunking,
+                chunking_strategy=chunking if chunking.get("type") == "static" else {},
+                file_batch=batch,
             )
     except IntegrityError:  # the same file attached by a concurrent request: that one stays
         if result is not None and result.version.file.name:
             default_storage.delete(result.version.file.name)  # its rows were rolled back
-        return VectorStoreFile.objects.get(collection=collection, file_id=obj.pk)
+        return live_files(collection).get(file_id=obj.pk)
     store_touch(collection)
-    return attached
+    return live_files(collection).get(pk=result.document.pk)
 
 
 def live_files(collection: Collection) -> Any:
-    """The store's attached files whose documents are not deleted, with their latest job."""
-    return VectorStoreFile.objects.filter(collection=collection, document__deleted_at=None).select_related(
-        "document__latest_version__job"
+    """The store's files: every live document of the collection, with its latest job."""
+    return Document.objects.filter(collection=collection, deleted_at=None).select_related(
+        "latest_version__job"
     )
 
 
-def attached_file(tenant: Tenant, ref: str, file_id: str) -> VectorStoreFile | None:
-    """A store's attached file with its document, version and job in one query (the SDK polls it)."""
+def attached_file(tenant: Tenant, ref: str, file_id: str) -> Document | None:
+    """A store's file (its document) with its version and job in one query (the SDK polls it)."""
     if not isinstance(ref, str) or not ref.startswith("vs_"):
         return None
     try:
         pk = uuid.UUID(ref[3:])
     except ValueError:
         return None
-    found = VectorStoreFile.objects.filter(
-        collection_id=pk, collection__tenant=tenant, document__deleted_at=None, file_id=file_id
+    found = Document.objects.filter(
+        collection_id=pk, collection__tenant=tenant, deleted_at=None, file_id=file_id
     )
-    result: VectorStoreFile | None = found.select_related("document__latest_version__job").first()
+    result: Document | None = found.select_related("latest_version__job").first()
     return result
 
 
-def file_detach(*, tenant: Tenant, attached: VectorStoreFile, user: Any = None) -> None:
+def document_of_file(tenant: Tenant, file_id: str) -> Document | None:
+    """The tenant's live document with this /v1 file id, with its latest version (a file made
+    outside /v1 has no file object; its document answers for it)."""
+    found = Document.objects.filter(tenant=tenant, deleted_at=None, file_id=file_id)
+    result: Document | None = found.select_related("latest_version").order_by("created_at").first()
+    return result
+
+
+def chunking_used(document: Document) -> dict[str, Any]:
+    """The chunking of the document's latest version as OpenAI's static strategy: the sizes its
+    chunks were cut with, or (before the chunk stage ran) those it will cut them with: the static
+    sizes a /v1 attachment asked for, or the settings'."""
+    version = document.latest_version
+    recorded = version.chunking if version is not None else None
+    if not isinstance(recorded, dict):
+        _target, maximum, overlap = chunk_sizes(document.chunking_strategy)
+        recorded = sizes_used(maximum, overlap)
+    return {"type": "static", "static": recorded}
+
+
+def file_detach(*, tenant: Tenant, attached: Document, user: Any = None) -> None:
     """Remove the file from the store: its document goes through the delete service."""
-    document_delete(tenant=tenant, document_id=attached.document_id, user=user, via="v1")
+    document_delete(tenant=tenant, document_id=attached.pk, user=user, via="v1")
 
 
-def job_of(attached: VectorStoreFile) -> Job | None:
-    version = attached.document.latest_version
+def job_of(attached: Document) -> Job | None:
+    version = attached.latest_version
     return version.job if version is not None else None
 
 
@@ -302,7 +322,7 @@ def batch_cancel(*, batch: VectorStoreFileBatch, user: Any = None) -> None:
     VectorStoreFileBatch.objects.filter(pk=batch.pk, cancel_requested_at=None).update(
         cancel_requested_at=timezone.now()
     )
-    for attached in live_files(batch.collection).filter(batch=batch):
+    for attached in live_files(batch.collection).filter(file_batch=batch):
         job = job_of(attached)
         if job is None:
             continue
@@ -313,10 +333,12 @@ def batch_cancel(*, batch: VectorStoreFileBatch, user: Any = None) -> None:
 
 
 def file_counts(files: Any) -> dict[str, int]:
-    """OpenAI's file_counts of attached files (in_progress, completed, failed, cancelled, total)."""
+    """OpenAI's file_counts of a store's files (in_progress, completed, failed, cancelled, total)."""
     counts = dict.fromkeys(("in_progress", "completed", "failed", "cancelled"), 0)
-    for status in files.values_list("document__latest_version__job__status", flat=True):
-        counts[FILE_STATUS.get(status, "in_progress")] += 1
+    # Counted in the database: a store made from a large collection has many files.
+    grouped = files.order_by().values_list("latest_version__job__status").annotate(n=Count("pk"))
+    for status, n in grouped:
+        counts[FILE_STATUS.get(status, "in_progress")] += n
     return {**counts, "total": sum(counts.values())}
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 
 from documents.causes import EMPTY_INPUT, TOO_MANY_CHUNKS
 from documents.engines.chunking import Block, ChunkInputPage, chunk_pages, with_overlap
-from documents.models import Chunk, Page, VectorStoreFile
+from documents.models import Chunk, Document, DocumentVersion, Page
 from documents.rows import insert_rows
 from documents.services.dedup import copy_chunks, source_of
 from documents.stages.common import version_of
@@ -32,15 +33,11 @@ def input_pages(version_id: uuid.UUID) -> list[ChunkInputPage]:
     return pages
 
 
-def chunk_sizes(document_id: uuid.UUID) -> tuple[int, int, int]:
-    """Target, maximum and overlap in tokens: the settings', or the static chunking strategy a
-    /v1 vector store file asked for (its maximum includes the overlap)."""
+def chunk_sizes(strategy: Any) -> tuple[int, int, int]:
+    """Target, maximum (without the overlap) and overlap in tokens: the settings', or those of
+    the static chunking strategy a /v1 vector store file asked for (its maximum includes the
+    overlap). The /v1 API reports the same numbers as the file's chunking strategy."""
     target, maximum = int(settings.CHUNK_TARGET_TOKENS), int(settings.CHUNK_MAX_TOKENS)
-    strategy = (
-        VectorStoreFile.objects.filter(document_id=document_id)
-        .values_list("chunking_strategy", flat=True)
-        .first()
-    )
     static = (
         strategy.get("static") if isinstance(strategy, dict) and strategy.get("type") == "static" else None
     )
@@ -51,6 +48,11 @@ def chunk_sizes(document_id: uuid.UUID) -> tuple[int, int, int]:
     return min(target, maximum), maximum, overlap
 
 
+def sizes_used(maximum: int, overlap: int) -> dict[str, int]:
+    """The sizes a version's chunks were cut with, in OpenAI's static strategy's words."""
+    return {"max_chunk_size_tokens": maximum + overlap, "chunk_overlap_tokens": overlap}
+
+
 def run(ctx: StageContext) -> None:
     version = version_of(ctx)
     source = source_of(version)
@@ -59,8 +61,10 @@ def run(ctx: StageContext) -> None:
         if total:
             with ctx.write(checkpoint={"chunks": total, "reused": True}, done=total, total=total):
                 copy_chunks(source, version)
+                DocumentVersion.objects.filter(pk=version.pk).update(chunking=source.chunking)
             return
-    target, maximum, overlap = chunk_sizes(version.document_id)
+    strategy = Document.objects.filter(pk=version.document_id).values_list("chunking_strategy", flat=True)
+    target, maximum, overlap = chunk_sizes(strategy.first())
     chunks = with_overlap(
         chunk_pages(input_pages(version.pk), target_tokens=target, max_tokens=maximum), overlap
     )
@@ -77,3 +81,4 @@ def run(ctx: StageContext) -> None:
     with ctx.write(checkpoint={"chunks": len(rows)}, done=len(rows), total=len(rows)):
         Chunk.objects.filter(version=version).delete()
         insert_rows(Chunk, CHUNK_FIELDS, rows)
+        DocumentVersion.objects.filter(pk=version.pk).update(chunking=sizes_used(maximum, overlap))

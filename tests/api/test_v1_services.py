@@ -31,7 +31,7 @@ def attach_and_run(
     attached = vs.file_attach(tenant=tenant, collection=collection, file_id=obj.pk, **kwargs)
     job = run_until_idle(vs.job_of(attached).pk)  # type: ignore[union-attr]
     assert job.status == Status.READY, (job.status, job.error_code)
-    return list(Chunk.objects.filter(version=attached.document.latest_version).order_by("ordinal"))
+    return list(Chunk.objects.filter(version=attached.latest_version).order_by("ordinal"))
 
 
 def test_a_static_chunking_strategy_sets_chunk_size_and_overlap() -> None:
@@ -130,7 +130,7 @@ def test_polling_a_file_costs_no_more_queries_than_the_status_endpoint(
     job = vs.job_of(attached)
     assert job is not None
     client = APIClient()
-    status_url = f"/api/documents/{attached.document_id}/jobs/{job.pk}"
+    status_url = f"/api/documents/{attached.pk}/jobs/{job.pk}"
     poll_url = f"/v1/vector_stores/{vs.store_ref(store)}/files/{obj.pk}"
 
     from django.db import connection
@@ -258,7 +258,7 @@ def test_one_file_in_two_stores_with_other_chunking_is_chunked_twice_not_copied(
         attached = vs.file_attach(tenant=tenant, collection=store, file_id=obj.pk)
         job = run_until_idle(vs.job_of(attached).pk)  # type: ignore[union-attr]
         assert job.status == Status.READY
-        version = attached.document.latest_version
+        version = attached.latest_version
         assert version is not None
         assert version.reused_from_id is None  # other chunking: never a dedup source
         chunked[store.name] = [c.text for c in Chunk.objects.filter(version=version).order_by("ordinal")]

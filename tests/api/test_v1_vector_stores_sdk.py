@@ -216,3 +216,57 @@ def test_a_batch_cancelled_during_ocr_ends_cancelled(base_url: str, processes: P
         f.status for f in client.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id)
     }
     assert statuses == {"cancelled"}
+
+
+def test_a_collection_filled_through_the_rest_api_is_one_store_in_the_sdk(base_url: str) -> None:
+    token = user_create_in_tenant(username="alice", tenant_slug="acme")
+    rest = httpx.Client(base_url=f"{base_url}/api", headers={"Authorization": f"Token {token}"}, timeout=30)
+    made = rest.post("/collections", json={"name": "Harbour"})
+    assert made.status_code == 201, made.text
+    cid = made.json()["id"]
+    for name in ("harbour.txt", "crane.txt"):
+        text = NOTES["lighthouse.txt"] if name == "harbour.txt" else NOTES["bakery.txt"]
+        sent = rest.post("/documents/", files={"file": (name, text.encode())}, data={"collection": cid})
+        assert sent.status_code == 201, sent.text
+    sent = rest.post("/documents/", files={"file": ("violin.txt", NOTES["violin.txt"].encode())})
+    assert sent.status_code == 201, sent.text  # into the default collection
+
+    client = sdk(base_url, token)
+    store = f"vs_{cid.replace('-', '')}"
+    listed = client.vector_stores.files.list(store)
+    assert len(listed.data) == 2
+    done = [
+        client.vector_stores.files.poll(f.id, vector_store_id=store, poll_interval_ms=200) for f in listed
+    ]
+    assert {f.status for f in done} == {"completed"}
+    counts = client.vector_stores.retrieve(store).file_counts
+    assert (counts.completed, counts.total) == (2, 2)
+    in_rest = {
+        d["document_id"] for d in rest.get("/documents/", params={"collection": cid}).json()["results"]
+    }
+    assert {getattr(f, "document_id", None) for f in listed} == in_rest
+
+    # The file a search hit names is a file, and a file of the store, through the SDK.
+    hit = client.vector_stores.search(store, query="lighthouse keeper lamp wick").data[0]
+    assert hit.filename == "harbour.txt"
+    assert client.files.retrieve(hit.file_id).filename == "harbour.txt"
+    found = client.vector_stores.files.retrieve(hit.file_id, vector_store_id=store)
+    assert found.status == "completed"
+    assert found.chunking_strategy is not None and found.chunking_strategy.type == "static"
+    assert found.chunking_strategy.static.max_chunk_size_tokens > 0
+    assert found.chunking_strategy.static.chunk_overlap_tokens == 0
+
+    # The default collection is a store of its own with the other document.
+    default = next(c for c in rest.get("/collections").json() if c["is_default"])
+    default_store = f"vs_{default['id'].replace('-', '')}"
+    assert [client.files.retrieve(f.id).filename for f in client.vector_stores.files.list(default_store)] == [
+        "violin.txt"
+    ]
+
+    # Removed through the SDK: gone from the REST list and from search.
+    assert client.vector_stores.files.delete(hit.file_id, vector_store_id=store).deleted
+    left = {d["title"] for d in rest.get("/documents/", params={"collection": cid}).json()["results"]}
+    assert left == {"crane.txt"}
+    assert "harbour.txt" not in search_names(client, store, "lighthouse keeper lamp wick")
+    with pytest.raises(openai.NotFoundError):
+        client.files.retrieve(hit.file_id)
