@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("documents", "0015_version_entries"),
+        ("documents", "0001_squashed"),
     ]
 
     operations = [

@@ -9,7 +9,7 @@ import documents.models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("documents", "0017_document_file_ids"),
+        ("documents", "0003_document_file_ids"),
     ]
 
     operations = [

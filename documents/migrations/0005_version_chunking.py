@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("documents", "0018_drop_vector_store_file"),
+        ("documents", "0004_drop_vector_store_file"),
     ]
 
     operations = [

@@ -43,7 +43,7 @@ def backward(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("documents", "0016_document_file_fields"),
+        ("documents", "0002_document_file_fields"),
     ]
 
     operations = [migrations.RunPython(forward, backward)]
