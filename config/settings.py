@@ -451,7 +451,7 @@ WEBHOOK_TIMEOUT = env_float("WEBHOOK_TIMEOUT", 5)
 WEBHOOK_RETRY_SCHEDULE = os.environ.get("WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000")
 WEBHOOK_MAX_CONCURRENCY = env_int("WEBHOOK_MAX_CONCURRENCY", 1)
 
-# --- Re-index (documents/reindex.py) ------------------------------------------------------------
+# --- Re-index (documents/kinds/reindex.py) ------------------------------------------------------------
 # After a re-index switches a tenant, its old vectors stay this long (searches that read the
 # active embedder just before the switch still rank with them), then the reaper removes them.
 REINDEX_RETIRE_GRACE_SECONDS = env_float("REINDEX_RETIRE_GRACE_SECONDS", 60)

@@ -11,5 +11,5 @@ urlpatterns = [
     path("", include("documents.urls")),
 ]
 
-handler404 = "documents.api.errors.not_found"
-handler500 = "documents.api.errors.server_error"
+handler404 = "documents.site_errors.not_found"
+handler500 = "documents.site_errors.server_error"

@@ -23,6 +23,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
+from documents.kinds import INGEST as KIND
+from documents.kinds import REINDEX as REINDEX_KIND
 from documents.models import (
     Collection,
     Deletion,
@@ -34,8 +36,6 @@ from documents.models import (
     WebhookEndpoint,
     WebhookMessage,
 )
-from documents.pipeline import KIND
-from documents.reindex import KIND as REINDEX_KIND
 from documents.services.attributes import (
     DocumentInputError,
     check_attributes,

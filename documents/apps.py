@@ -8,9 +8,9 @@ class DocumentsConfig(AppConfig):
 
     def ready(self) -> None:
         import documents.checks  # noqa: F401  (registers the system checks)
-        from documents import pipeline, reindex
         from documents.audit import LEFTOVERS
         from documents.engines.ocr import tesseract_leftover_age
+        from documents.kinds import ingest, reindex
         from documents.services.again import PROCESS_AGAIN
         from documents.services.delete import deletions_sweep
         from documents.services.quotas import tenant_quota
@@ -21,7 +21,7 @@ class DocumentsConfig(AppConfig):
         from jobs.scratch import register_leftover
         from jobs.services.reaper import register_sweep
 
-        pipeline.register()
+        ingest.register()
         reindex.register()  # the second job kind: re-index a tenant with another embedder
         from documents.retrieval.index import install
 

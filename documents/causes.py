@@ -1,6 +1,6 @@
 """The failure causes of document ingestion, with their user messages and retry rules.
 
-They are registered with the document pipeline (``documents/pipeline.py``); the engine itself
+They are registered with the document pipeline (``documents/kinds/ingest.py``); the engine itself
 knows only generic causes (``jobs/errors.py``). Messages are English and marked for
 translation: the status JSON carries them as they are, the pages show them translated.
 """
@@ -191,4 +191,14 @@ ALL = (
     LINE_TOO_LONG,
     PAGE_TOO_LARGE,
     TOO_MANY_CHUNKS,
+)
+
+# The re-index kind's own (not in ALL, the ingestion's causes).
+TARGET_GONE = Cause(
+    "reindex_superseded",
+    _("This re-index was replaced by another one or its workspace is gone."),
+    UserAction.CONTACT_OPERATOR,
+    transient=False,
+    user_retryable=False,
+    rule=RetryRule(max_attempts=1),
 )

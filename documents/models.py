@@ -30,7 +30,7 @@ class Tenant(models.Model):
     # DOCUMENTS_TENANT_MAX_STORAGE_BYTES, 0: no limit.
     max_storage_bytes = models.PositiveBigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
-    # Re-index (documents/reindex.py): the embedder whose vectors search and ingestion use
+    # Re-index (documents/kinds/reindex.py): the embedder whose vectors search and ingestion use
     # (empty until first needed: then the configured one), the one a running re-index embeds
     # with, and the one whose vectors a finished switch still has to remove.
     active_embedder = models.CharField(max_length=100, blank=True, default="")

@@ -89,7 +89,7 @@ def search(
     if mode not in MODES:
         raise ValueError(f"unknown search mode {mode!r}")
     # The tenant's active embedder, not the configured one: a settings change must not empty
-    # search; a re-index switches it (documents/reindex.py).
+    # search; a re-index switches it (documents/kinds/reindex.py).
     embedder = embedder_for(tenant_embedder_name(tenant))
     conditions = list(where)
     if filters is not None:

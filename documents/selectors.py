@@ -14,8 +14,8 @@ from django.db.models import Q, QuerySet
 from django.db.models.functions import Lower
 
 from documents.hot_reads import version_with_job
+from documents.kinds.ingest import PIPELINE
 from documents.models import Document, DocumentVersion, Membership, Tenant
-from documents.pipeline import PIPELINE
 from jobs.models import Status
 
 # The combined words a document's state can show, from the job kind's own bundle.

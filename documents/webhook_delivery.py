@@ -149,8 +149,6 @@ def deliver(message_id: str) -> str:
         WebhookMessage.objects.filter(pk=message.pk).update(
             state=WebhookMessage.State.FAILED, attempts=attempts, next_attempt_at=None
         )
-        from documents.services.webhooks import webhook_endpoint_disable
-
         webhook_endpoint_disable(
             endpoint_id=endpoint.pk,
             reason=f"Disabled: {attempts} attempts to deliver {message.event_type} "
@@ -207,3 +205,10 @@ def send(endpoint: WebhookEndpoint, message: WebhookMessage) -> tuple[int | None
     if 300 <= code < 400:
         return code, "redirects are not followed"
     return code, "" if 200 <= code < 300 else f"HTTP {code}"
+
+
+def webhook_endpoint_disable(*, endpoint_id: Any, reason: str) -> None:
+    """Disable an endpoint that keeps failing, with the notice its owner and operators see."""
+    WebhookEndpoint.objects.filter(pk=endpoint_id, enabled=True).update(
+        enabled=False, disabled_at=timezone.now(), disabled_reason=reason[:300]
+    )

@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
@@ -93,26 +93,3 @@ def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None
         if header in response:
             reshaped[header] = response[header]
     return reshaped
-
-
-def _json_or_html(request: HttpRequest, http_status: int, html: HttpResponse) -> HttpResponse:
-    if request.path.startswith("/v1/"):  # the OpenAI-compatible API: its own error shape
-        from documents.api_v1.errors import v1_json_error
-
-        return v1_json_error(request, http_status, _CODES[http_status], _MESSAGES[http_status])
-    if request.path.startswith("/api/") or request.path == "/metrics":
-        code = _CODES[http_status]
-        return JsonResponse(error_body(code, _MESSAGES[http_status]), status=http_status)
-    return html
-
-
-def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    from django.views.defaults import page_not_found
-
-    return _json_or_html(request, 404, page_not_found(request, exception or Http404()))
-
-
-def server_error(request: HttpRequest) -> HttpResponse:
-    from django.views.defaults import server_error as django_server_error
-
-    return _json_or_html(request, 500, django_server_error(request))

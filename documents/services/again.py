@@ -17,8 +17,8 @@ from django.core.files.storage import default_storage
 
 from documents.engines.sniff import Kind
 from documents.engines.validation import ValidatedUpload
+from documents.kinds import INGEST as KIND
 from documents.models import Document, DocumentVersion
-from documents.pipeline import KIND
 from documents.services.storage import check_storage, freed_reason
 from documents.services.upload import NOT_LATEST, UploadResult, _create_version, check_quota
 from jobs import rules

@@ -70,10 +70,6 @@ def version_cleanup(job: Job, from_stage: str) -> None:
     if job.error_code == SUPERSEDED.code:
         from_stage = OUTPUTS_BY_STAGE[0][0]
     remove_outputs(job.payload["version_id"], from_stage)
-    # A job stopped by a delete: its deletion was waiting for it to finish.
-    from documents.services.delete import deletions_finish_for
-
-    deletions_finish_for(job.payload["version_id"])
 
 
 def remove_outputs(version_ref: uuid.UUID | str, from_stage: str) -> None:

@@ -1,6 +1,6 @@
 """Re-index a tenant with another embedder without going dark (DESIGN, "Embedders").
 
-A re-index is a job of the ``document.reindex`` kind (``documents/reindex.py``). Starting one
+A re-index is a job of the ``document.reindex`` kind (``documents/kinds/reindex.py``). Starting one
 records the *target* embedder on the tenant; from then on ingestion embeds new versions with the
 active and the target embedder, and the job embeds every published version's chunks with the
 target. Search keeps ranking with the *active* embedder's vectors throughout. The switch stage's
@@ -22,10 +22,10 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef, QuerySet
 from django.utils import timezone
 
-from documents.causes import VECTORS_MISSING
+from documents.causes import TARGET_GONE, VECTORS_MISSING
 from documents.embedders import UnknownEmbedder, configured_embedder, embedder_for, tenant_embedder_name
+from documents.kinds import REINDEX as KIND
 from documents.models import Chunk, ChunkVector, IndexEntry, Tenant
-from documents.reindex import KIND, TARGET_GONE
 from jobs.errors import StageFailure
 from jobs.models import FINISHED, Actor, Job, Status
 from jobs.services.lifecycle import job_create

@@ -20,8 +20,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from documents.engines.validation import DocxLimits, UploadRejected, ValidatedUpload, validate_upload
+from documents.kinds import INGEST as KIND
 from documents.models import Collection, Document, DocumentVersion, Tenant
-from documents.pipeline import KIND
 from documents.services.attributes import check_attributes
 from documents.services.collections import default_collection
 from documents.services.dedup import processing_key, reusable_version

@@ -111,13 +111,6 @@ def webhook_endpoint_delete(*, endpoint: WebhookEndpoint) -> None:
     WebhookEndpoint.objects.filter(pk=endpoint.pk).delete()
 
 
-def webhook_endpoint_disable(*, endpoint_id: Any, reason: str) -> None:
-    """Disable an endpoint that keeps failing, with the notice its owner and operators see."""
-    WebhookEndpoint.objects.filter(pk=endpoint_id, enabled=True).update(
-        enabled=False, disabled_at=timezone.now(), disabled_reason=reason[:300]
-    )
-
-
 def event_emit(*, tenant: Tenant, event_type: str, data: dict[str, Any]) -> list[WebhookMessage]:
     """Write ``event_type`` for every enabled endpoint of ``tenant`` subscribed to it; each is
     sent after the surrounding transaction commits. Call it inside that transaction."""
@@ -147,15 +140,6 @@ def event_emit(*, tenant: Tenant, event_type: str, data: dict[str, Any]) -> list
 def _dispatch_all(ids: list[uuid.UUID]) -> None:
     for pk in ids:
         dispatch_message(pk)
-
-
-def job_finished(job: Job) -> None:
-    """The document pipeline's ``on_finish`` hook (inside the terminal transition): the terminal
-    state becomes an event, and the job's batch completes if it was the last one."""
-    from documents.services.batches import batch_job_finished
-
-    document_job_event(job)
-    batch_job_finished(job)
 
 
 def document_job_event(job: Job) -> None:

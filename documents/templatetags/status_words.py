@@ -64,7 +64,7 @@ STAGE_STATES: dict[str, Promise] = {
     "cancelled": pgettext_lazy("stage state", "cancelled"),
 }
 
-# "130 of 200 pages": one format per unit a stage counts in (see documents/pipeline.py).
+# "130 of 200 pages": one format per unit a stage counts in (see documents/kinds/ingest.py).
 COUNTS: dict[str, Promise] = {
     "pages": _("%(processed)s of %(total)s pages"),
     "chunks": _("%(processed)s of %(total)s chunks"),

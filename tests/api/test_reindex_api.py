@@ -10,8 +10,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
+from documents.kinds import REINDEX as KIND
 from documents.models import Tenant
-from documents.reindex import KIND
 from jobs.models import Job, Status
 from tests.documents.helpers import run_until_idle, upload
 from tests.documents.test_delete import client_for

@@ -22,8 +22,8 @@ from django.db import connection
 from django.utils import timezone
 
 from documents.engines.embedding import HashingEmbedder
+from documents.kinds import INGEST as KIND
 from documents.models import Chunk, ChunkVector, Document, DocumentVersion, IndexEntry, Page, Tenant
-from documents.pipeline import KIND
 from documents.search import SearchHit, search
 from documents.services.upload import UploadResult, document_upload
 from jobs import pipelines

@@ -13,8 +13,8 @@ import pytest
 from django.utils import timezone
 
 from documents.embedders import configured_embedder
+from documents.kinds import INGEST as KIND
 from documents.models import IndexEntry
-from documents.pipeline import KIND
 from jobs import pipelines
 from jobs.audit import violations
 from jobs.executor import run_job

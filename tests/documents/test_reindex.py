@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from documents.kinds import REINDEX as KIND
 from documents.models import ChunkVector, Tenant, WebhookMessage
-from documents.reindex import KIND
 from documents.search import search
 from documents.services.reindex import ReindexRefused, reindex_start, retired_vectors_sweep
 from documents.services.webhooks import webhook_endpoint_create

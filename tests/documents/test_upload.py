@@ -13,8 +13,8 @@ from django.core.files.storage import default_storage
 from django.db import connection
 
 from documents.engines.validation import UploadRejected
+from documents.kinds import INGEST as KIND
 from documents.models import Document, DocumentVersion, Tenant
-from documents.pipeline import KIND
 from documents.services import upload as upload_service
 from jobs.models import Job, Status
 from jobs.services.lifecycle import job_cancel

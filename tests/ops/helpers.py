@@ -13,8 +13,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from documents.kinds import INGEST as DOC_KIND
 from documents.models import Tenant
-from documents.pipeline import KIND as DOC_KIND
 from documents.services.upload import document_upload
 from jobs.errors import StageFailure
 from jobs.models import Job

@@ -13,6 +13,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from documents import causes
+from documents.kinds import INGEST
 from jobs import pipelines
 from jobs.pipelines import Handler, Pipeline, Stage
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from jobs.models import Job
     from jobs.rules import JobState
 
-KIND = "document.ingest"
+KIND = INGEST
 
 
 def _stage(module: str) -> Handler:
@@ -39,9 +40,12 @@ def _publish(job: Job) -> None:
 
 
 def _cleanup(job: Job, from_stage: str) -> None:
+    from documents.services.delete import deletions_finish_for
     from documents.services.publish import version_cleanup
 
     version_cleanup(job, from_stage)
+    # A job stopped by a delete: its deletion was waiting for it to finish.
+    deletions_finish_for(job.payload["version_id"])
 
 
 def _input_gone(job: JobState) -> str | None:
@@ -54,9 +58,13 @@ def _input_gone(job: JobState) -> str | None:
 
 
 def _finished(job: Job) -> None:
-    from documents.services.webhooks import job_finished
+    """Inside the terminal transition: the terminal state becomes an event, and the job's batch
+    completes if it was the last one."""
+    from documents.services.batches import batch_job_finished
+    from documents.services.webhooks import document_job_event
 
-    job_finished(job)
+    document_job_event(job)
+    batch_job_finished(job)
 
 
 PIPELINE = Pipeline(

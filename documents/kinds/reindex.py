@@ -18,27 +18,17 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
-from documents.causes import VECTORS_MISSING
+from documents.causes import TARGET_GONE, VECTORS_MISSING
+from documents.kinds import REINDEX
 from jobs import pipelines
-from jobs.errors import Cause, UserAction
 from jobs.errors import _ as _
 from jobs.pipelines import Pipeline, Stage
-from jobs.retry import RetryRule
 
 if TYPE_CHECKING:
     from jobs.context import StageContext
     from jobs.models import Job
 
-KIND = "document.reindex"
-
-TARGET_GONE = Cause(
-    "reindex_superseded",
-    _("This re-index was replaced by another one or its workspace is gone."),
-    UserAction.CONTACT_OPERATOR,
-    transient=False,
-    user_retryable=False,
-    rule=RetryRule(max_attempts=1),
-)
+KIND = REINDEX
 
 
 def _plan(ctx: StageContext) -> None:
