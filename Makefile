@@ -69,8 +69,9 @@ lint: setup
 
 # While working: unit + integration tests on SQLite (no subprocess cluster, no browser, no
 # hostile-input or chaos runs), a short stateful run, on two pytest-xdist workers, one test file
-# per worker at a time (module-scoped servers start once). CPU budget: under 2 minutes of wall
-# time on 2 idle cores; FAST_WORKERS=0 runs it in this process.
+# per worker at a time (module-scoped servers start once). Budget: under 2 minutes of wall time
+# on 2 idle cores, so under 4 CPU-minutes in all (`time` prints both); a test that needs more
+# belongs to a slower tier. FAST_WORKERS=0 runs it in this process.
 FAST_WORKERS ?= 2
 test-fast: setup
 	env -u DATABASE_URL STATEFUL_EXAMPLES=8 $(PYTEST) -q -n $(FAST_WORKERS) --dist loadfile \
