@@ -35,3 +35,8 @@ API_TOKEN_CACHE_SECONDS = env_int("API_TOKEN_CACHE_SECONDS", 0)  # noqa: F405
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 100_000)  # noqa: F405
 SSE_MAX_STREAMS_PER_USER = env_int("SSE_MAX_STREAMS_PER_USER", 100_000)  # noqa: F405
 SSE_MAX_STREAMS = env_int("SSE_MAX_STREAMS", 100_000)  # noqa: F405
+# Under pytest-xdist (`make test-fast`) every worker process has a database of its own (named by
+# its pid, config/settings.py) and here a media folder of its own, so that no test sees or removes
+# files another worker wrote. Child processes get the folder through MEDIA_ROOT (tests/conftest.py).
+if os.environ.get("PYTEST_XDIST_WORKER") and "MEDIA_ROOT" not in os.environ:
+    MEDIA_ROOT = VAR_DIR / f"media-{os.environ['PYTEST_XDIST_WORKER']}"  # noqa: F405

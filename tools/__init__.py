@@ -1,0 +1,1 @@
+"""Developer tooling that the Makefile runs (not part of the platform at run time)."""
