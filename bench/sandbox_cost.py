@@ -51,9 +51,9 @@ def main() -> int:
         common.setup_django(common.base_env(settings="config.settings", database_url="", var_dir=tmp))
         from django.conf import settings
 
-        from documents import sandbox
         from documents.engines.parsing import parse
         from documents.engines.sniff import Kind
+        from documents.sandbox import runner as sandbox
 
         pdf = tmp / "bench.pdf"
         pdf.write_bytes(common.text_pdf(pages))
@@ -128,11 +128,11 @@ def white_pdf(pages: int) -> bytes:
 def ocr_cost(tmp: Path, pages: int, runs: int) -> None:
     from django.conf import settings
 
-    from documents import sandbox
     from documents.causes import OCR_TIMEOUT
     from documents.engines import ocr
-    from documents.engines.ocr_page import PREVIEW_DPI, is_blank
     from documents.engines.parsing import pdf_renderer
+    from documents.sandbox import runner as sandbox
+    from documents.sandbox.ocr_page import PREVIEW_DPI, is_blank
     from documents.stages.ocr import options_for
 
     name = ocr.default_engine_name()

@@ -32,7 +32,7 @@ class DocumentsConfig(AppConfig):
         register_action(PROCESS_AGAIN)
         # pytesseract's temp files (image in, text out) of a worker killed mid-page.
         register_leftover("tess_*", tesseract_leftover_age)
-        from documents.sandbox import TEMP_PREFIX, temp_leftover_age
+        from documents.sandbox.runner import TEMP_PREFIX, temp_leftover_age
 
         register_leftover(f"{TEMP_PREFIX}*", temp_leftover_age)  # a sandbox child's, mid-call
         # Lifecycle: the reaper finishes deletes whose cleanup died; check_jobs audits leftovers.

@@ -9,7 +9,7 @@ engine"):
 - ``rapidocr``: the ``rapidocr`` package on ``onnxruntime`` with the PP-OCR models it ships (works
   offline). Runs in the calling process, so it has no per-image timeout of its own.
 
-The pipeline runs both inside the parsing sandbox's child (:mod:`documents.engines.ocr_page`), whose
+The pipeline runs both inside the parsing sandbox's child (:mod:`documents.sandbox.ocr_page`), whose
 CPU-time, wall-time and address-space limits bound either engine on a hostile page.
 
 Failures are classified for the job engine: a missing or failing engine raises

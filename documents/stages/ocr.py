@@ -1,8 +1,8 @@
 """OCR: only the pages that need it, in batches, with a checkpoint after each batch and progress
 after each page (throttled like every progress report), so a slow batch does not look frozen.
 
-Each page is rendered and recognised in the sandbox child (:mod:`documents.sandbox`,
-:mod:`documents.engines.ocr_page`), one call per page: a render bomb or an engine spinning on a
+Each page is rendered and recognised in the sandbox child (:mod:`documents.sandbox.runner`,
+:mod:`documents.sandbox.ocr_page`), one call per page: a render bomb or an engine spinning on a
 hostile image is killed at its limits (``resource_limit``, ``ocr_timeout``) or on a cancel, while
 this worker keeps heartbeating. A call costs a few milliseconds beside seconds of OCR per page
 (bench/README.md, the sandbox section).
@@ -19,9 +19,9 @@ from django.db.models import F
 
 from documents.causes import OCR_TIMEOUT
 from documents.engines import ocr
-from documents.engines.ocr_page import OcrOptions
 from documents.models import DocumentVersion, Page
-from documents.sandbox import sandbox_call
+from documents.sandbox.ocr_page import OcrOptions
+from documents.sandbox.runner import sandbox_call
 from documents.stages.common import local_file, version_of
 from jobs.context import StageContext
 

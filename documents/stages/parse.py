@@ -1,6 +1,6 @@
 """Parsing: text and structure page by page, read in the sandbox, with a checkpoint per batch.
 
-Each batch of pages is one call to the sandbox child (:mod:`documents.sandbox`): the worker thread
+Each batch of pages is one call to the sandbox child (:mod:`documents.sandbox.runner`): the worker thread
 only waits on a pipe, so heartbeats and cancel keep flowing whatever the parser does, and a call
 per batch (not per page) keeps the sandbox's cost per page small.
 """
@@ -13,7 +13,7 @@ from documents.causes import EMPTY_INPUT
 from documents.engines.parsing import Block, ParsedPage
 from documents.models import DocumentVersion, Page
 from documents.rows import insert_rows
-from documents.sandbox import parse_limits, sandbox_call
+from documents.sandbox.runner import parse_limits, sandbox_call
 from documents.services.dedup import copy_pages, source_of
 from documents.stages.common import local_file, version_of
 from jobs.context import StageContext

@@ -79,7 +79,7 @@ ACTIONS: dict[str, Promise] = {
     "contact_operator": _("Contact your operator and mention the job reference below."),
 }
 
-# Where a version stands in the document's history (see documents/views.py: version_role).
+# Where a version stands in the document's history (see documents/pages/document.py: version_role).
 ROLES: dict[str, Promise] = {
     "published": pgettext_lazy("version role", "Published"),
     "processing": pgettext_lazy("version role", "Processing"),

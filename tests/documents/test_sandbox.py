@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pytest_django.fixtures import Settings as DjangoSettings
 
-from documents import sandbox
 from documents.engines.sniff import Kind
+from documents.sandbox import runner as sandbox
 from jobs.errors import CancelRequested, StageFailure
 from tests.conftest import ROOT, child_env, wait_for
 from tests.documents import files
@@ -144,7 +144,7 @@ def test_a_child_dies_with_its_worker(tmp_path: Path) -> None:
     """A worker SIGKILLed mid-parse (the OOM killer, a chaos test) takes its spinning child along."""
     script = (
         "import django; django.setup()\n"
-        "from documents import sandbox\n"
+        "from documents.sandbox import runner as sandbox\n"
         "sandbox.sandbox_call('test.spin', 600)\n"
     )
     env = child_env(DOCUMENTS_SANDBOX_EXTRA_MODULES="tests.documents.sandbox_helpers")

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from pytest_django.fixtures import Settings as DjangoSettings
 
-from documents import sandbox
 from documents.causes import OCR_TIMEOUT
 from documents.engines import ocr
-from documents.engines.ocr_page import OcrOptions
+from documents.sandbox import runner as sandbox
+from documents.sandbox.ocr_page import OcrOptions
 from jobs.errors import CancelRequested, StageFailure
 from tests.conftest import wait_for
 from tests.documents import files

@@ -53,7 +53,7 @@ def test_filter_by_state_and_title(alice: Member):
 
 
 def test_pagination_keeps_the_filters(alice: Member, settings, monkeypatch):
-    monkeypatch.setattr("documents.views_list.DOCUMENTS_PER_PAGE", 2)
+    monkeypatch.setattr("documents.pages.document_list.DOCUMENTS_PER_PAGE", 2)
     for i in range(5):
         queued(alice, title=f"Report {i}")
     body = html(alice.client.get("/?q=report&ordering=title"))

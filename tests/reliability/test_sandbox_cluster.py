@@ -91,7 +91,7 @@ def sandbox_children(cluster_pid: int) -> list[int]:
     found = []
     for pid in descendants(cluster_pid):
         with contextlib.suppress(OSError):
-            if b"documents.engines.sandbox_child" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"documents.sandbox.child" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 found.append(pid)
     return found
 

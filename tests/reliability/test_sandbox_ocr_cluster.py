@@ -100,7 +100,7 @@ def test_ocr_spinning_on_a_hostile_image_leaves_its_worker_responsive_and_dies_o
             what="tesseract to start on the noise page in a sandbox child",
         )
         (engine,) = recognizing(cluster)
-        (child,) = named(cluster, "documents.engines.sandbox_child")
+        (child,) = named(cluster, "documents.sandbox.child")
         assert engine in descendants(child), "tesseract runs in the sandbox child's process tree"
 
         responsive_while_spinning_then_cancelled(

@@ -15,6 +15,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from documents.inspection import chunk_views, chunks_of, version_of
 from documents.models import Tenant
+from documents.pages.document import _see_other, _status_of, tenant_required
+from documents.pages.document_list import DOCUMENTS_PER_PAGE
 from documents.selectors import access_document, documents_of
 from documents.services.collections import (
     CollectionInputError,
@@ -23,8 +25,6 @@ from documents.services.collections import (
     collection_of,
     collections_of,
 )
-from documents.views import _see_other, _status_of, tenant_required
-from documents.views_list import DOCUMENTS_PER_PAGE
 
 CHUNKS_PER_PAGE = 20
 

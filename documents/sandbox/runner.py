@@ -1,11 +1,11 @@
 """The parsing sandbox, worker side: untrusted bytes are read in a child process that can be killed.
 
 Its users: the parse stage (a batch of pages per call) and the OCR stage (one page rendered and
-recognised per call, :mod:`documents.engines.ocr_page`; a call over its time is an ``ocr_timeout``).
+recognised per call, :mod:`documents.sandbox.ocr_page`; a call over its time is an ``ocr_timeout``).
 
 A parser stuck in C code holds the GIL: the worker's watchdog could not heartbeat nor see a
 cancel, and a regex over one hostile line froze a worker for twelve minutes (issue 16). So every
-reader of untrusted bytes runs in a child (:mod:`documents.engines.sandbox_child`) under CPU-time
+reader of untrusted bytes runs in a child (:mod:`documents.sandbox.child`) under CPU-time
 and address-space limits, while the worker thread waits on a pipe with a short timeout: between
 waits it calls ``check`` (the stage context's safe point), so a cancel, a lost lease or the stage
 deadline kills the child at once, and a wall-time limit per call kills it too. A child that dies
@@ -42,7 +42,7 @@ from django.conf import settings
 from documents.causes import PARSE_TIMEOUT, RESOURCE_LIMIT
 from documents.engines import limits as limit_codes
 from documents.engines.limits import ParseLimits
-from documents.engines.sandbox_child import TEMP_DIR_ENV
+from documents.sandbox.child import TEMP_DIR_ENV
 from jobs.errors import StageFailure
 
 _FRAME = struct.Struct(">I")
@@ -53,7 +53,7 @@ _CHILD_ENV = frozenset(
 _POLL_SECONDS = 0.1
 # A child's temp folder: swept by age (documents/apps.py) if its worker died without removing it.
 TEMP_PREFIX = "sandbox-"
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def temp_leftover_age() -> float:
@@ -94,7 +94,7 @@ class Child:
             [
                 sys.executable,
                 "-m",
-                "documents.engines.sandbox_child",
+                "documents.sandbox.child",
                 str(int(settings.DOCUMENTS_SANDBOX_CPU_SECONDS)),
                 str(int(settings.DOCUMENTS_SANDBOX_MEMORY_BYTES)),
                 str(os.getpid()),

@@ -9,12 +9,12 @@ from django.shortcuts import render
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
-from documents.forms import UploadForm
 from documents.models import Tenant
+from documents.pages.document import _after_upload, _status_of, _upload, tenant_required
+from documents.pages.forms import UploadForm
 from documents.selectors import DEFAULT_ORDERING, ORDERINGS, STATE_WORDS, documents_of
 from documents.services.collections import collection_of, collections_of
 from documents.services.storage import storage_usage
-from documents.views import _after_upload, _status_of, _upload, tenant_required
 
 DOCUMENTS_PER_PAGE = 50
 

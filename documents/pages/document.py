@@ -28,8 +28,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from documents.api.output import job_status
 from documents.engines.validation import UploadRejected
-from documents.forms import UploadForm, VersionUploadForm, rejection_message
 from documents.models import Document, DocumentVersion, Tenant
+from documents.pages.forms import UploadForm, VersionUploadForm, rejection_message
 from documents.retrieval.filters import FilterError, parse_filter_json
 from documents.search import MODES as SEARCH_MODES
 from documents.search import SearchUnavailable, search

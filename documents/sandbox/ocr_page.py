@@ -1,7 +1,7 @@
 """Render one page and recognise its text: the OCR stage's work, done inside the sandbox child.
 
 Rendering a hostile PDF page and running an OCR engine on it read untrusted bytes, so they run in
-the sandbox child (:mod:`documents.sandbox`) like the parsers: under its CPU-time and
+the sandbox child (:mod:`documents.sandbox.runner`) like the parsers: under its CPU-time and
 address-space limits, killed on a cancel, a lost lease or its wall time. The worker asks for one
 page per call (see :mod:`documents.stages.ocr`) and gets back JSON: the text, or that the page is
 blank. The child keeps what is costly to set up between calls: the last PDF it opened (a long PDF

@@ -13,10 +13,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from documents.engines.validation import UploadRejected
 from documents.models import Tenant
+from documents.pages.document import _see_other, tenant_required
 from documents.selectors import access_document, access_version
 from documents.services.again import version_process_again
 from documents.services.delete import document_delete
-from documents.views import _see_other, tenant_required
 from jobs.errors import JobConflict
 
 

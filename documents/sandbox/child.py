@@ -1,6 +1,6 @@
 """The child side of the parsing sandbox: reads untrusted bytes under resource limits.
 
-Started by :mod:`documents.sandbox` as ``python -m documents.engines.sandbox_child CPU AS PARENT``. It
+Started by :mod:`documents.sandbox.runner` as ``python -m documents.sandbox.child CPU AS PARENT``. It
 never imports Django and never touches the database: it gets requests on stdin and answers on its
 original stdout, one length-prefixed JSON frame each (JSON, not pickle, so that a child subverted
 by a hostile file cannot make the worker run code). Its own limits come first, before any
@@ -52,8 +52,8 @@ def parse_pages(path: str, kind: str, start: int, count: int, limits: dict[str, 
 
 
 def recognize_page(path: str, kind: str, number: int, options: dict[str, Any]) -> dict[str, Any]:
-    """Page ``number`` rendered and recognised by OCR (:mod:`documents.engines.ocr_page`)."""
-    from documents.engines import ocr_page
+    """Page ``number`` rendered and recognised by OCR (:mod:`documents.sandbox.ocr_page`)."""
+    from documents.sandbox import ocr_page
 
     return ocr_page.recognize_page(path, kind, number, options)
 
