@@ -9,9 +9,9 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from documents.models import Chunk, ChunkVector, Page
+from documents.retrieval.index import VECTOR_FIELDS
 from documents.rows import insert_rows
 from documents.stages.chunk import CHUNK_FIELDS
-from documents.stages.embed import VECTOR_FIELDS
 from documents.stages.parse import PAGE_FIELDS
 from tests.conftest import is_postgres
 from tests.documents import files
