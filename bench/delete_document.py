@@ -1,4 +1,4 @@
-"""Benchmark: deleting a 1,000-page document (issue 13, item 2).
+"""Benchmark: deleting a 1,000-page document (bench/README.md, "Lifecycle: deleting a 1,000-page document").
 
 A text PDF of N pages is ingested in-process (``document_upload`` + ``run_job``), then deleted with
 the delete service, on SQLite and on PostgreSQL (each in its own child process and private

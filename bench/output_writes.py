@@ -1,4 +1,4 @@
-"""Issue 18 target 2, attribution: the stages' output writes, ``bulk_create`` against ``insert_rows``.
+"""Overhead target, attribution: the stages' output writes, ``bulk_create`` against ``insert_rows``.
 
 One 100-page text PDF goes through the platform once (hashing embedder); then the same rows it
 wrote (100 pages, its chunks, a vector per chunk in batches of 64, an index entry per chunk with

@@ -1,4 +1,4 @@
-"""Benchmark: re-indexing a tenant of N chunks while it is being searched (issue 13, item 3).
+"""Benchmark: re-indexing a tenant of N chunks while it is being searched (bench/README.md, "Re-index").
 
 The embedders are the hashing pair, 1024 -> 512 dimensions (``hashing-v1-1024`` to
 ``hashing-v1-512``): no model, so the figure is the re-index machinery's (the queries, fenced

@@ -13,7 +13,7 @@ for a running job (progress known) and a ready one: 7 alternating rounds of 1,00
 the fastest round counted (the machine is shared; slower rounds measure the neighbours).
 The serializer's own share is ``job_status`` minus ``job_view``.
 
-Target (issue 15, item 3): the serializer adds <= 0.3 ms per body over its facts.
+Target (bench/README.md, "Status body"): the serializer adds <= 0.3 ms per body over its facts.
 
     .venv/bin/python bench/status_body.py [--quick] [--json FILE]
 """

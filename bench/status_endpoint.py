@@ -12,11 +12,11 @@ request are counted with CaptureQueriesContext around one test-client request.
 
 Beside it, gunicorn with as many sync workers (``config.wsgi``, persistent connections) serves the
 trivial view and the status endpoint in the same rounds: the fastest ordinary Django deployment,
-which issue 18 takes as the baseline (``gunicorn`` is in the ``dev`` extra; without it those rows
+which is the baseline (``gunicorn`` is in the ``dev`` extra; without it those rows
 are left out).
 
-Targets (issue 18): the status endpoint as deployed >= 0.3 x the trivial view under gunicorn sync
-workers, p99 <= 100 ms at 32 connections, <= 2 queries per request.
+Targets (bench/README.md, "Speed where users feel it"): the status endpoint as deployed >= 0.3 x
+the trivial view under gunicorn sync workers, p99 <= 100 ms at 32 connections, <= 2 queries per request.
 
     .venv/bin/python bench/status_endpoint.py [--quick] [--duration S] [--connections N] [--json FILE]
 """

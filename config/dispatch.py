@@ -1,8 +1,9 @@
 """One origin, two Django handlers: sync views through the WSGI handler, async views through ASGI.
 
 Django's ASGI handler runs every sync middleware method and every sync view through
-``sync_to_async``: about twenty thread hand-offs per API request, which cap a process at a tenth
-of what gunicorn's sync workers serve (bench/README, issue 18). The JSON API and the pages are
+``sync_to_async``: about twenty thread hand-offs per API request, which kept a process far below
+what gunicorn's sync workers serve (bench/README.md, "Target 1 met: one server, two Django
+handlers"). The JSON API and the pages are
 sync views, so they go to Django's WSGI handler instead, run whole on a thread of a small pool
 (``a2wsgi``, with a responder that does not make the thread wait for the loop to take each
 message), once their body has been read on the event loop. Async

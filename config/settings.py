@@ -313,7 +313,7 @@ JOBS_SCRATCH_SWEEP_SECONDS = env_float("JOBS_SCRATCH_SWEEP_SECONDS", 300)
 JOBS_SCRATCH_DIR = os.environ.get("JOBS_SCRATCH_DIR", "")
 # Extra modules that register pipelines (tests and add-ons; apps register in ready()).
 JOBS_PIPELINE_MODULES = [m for m in os.environ.get("JOBS_PIPELINE_MODULES", "").split(",") if m]
-# --- engine speed (issue 18) ----------------------------------------------------------------
+# --- engine speed (bench/README.md, "Speed where users feel it") ------------------------------
 # PostgreSQL: the worker's claims, stage moves, progress, checkpoints and output batches commit
 # without waiting for the WAL flush (jobs/durability.py); terminal transitions never do.
 JOBS_RELAXED_COMMIT = env_bool("JOBS_RELAXED_COMMIT", True)
@@ -367,7 +367,7 @@ EMBEDDINGS_HTTP_TIMEOUT = env_float("EMBEDDINGS_HTTP_TIMEOUT", 30)
 EMBEDDINGS_HTTP_MAX_CONCURRENCY = env_int("EMBEDDINGS_HTTP_MAX_CONCURRENCY", 4)
 EMBEDDINGS_ST_MODEL = os.environ.get("EMBEDDINGS_ST_MODEL", "sentence-transformers/all-MiniLM-L6-v2")
 
-# --- security and limits (issue 16; docs/limits.md lists them all) -------------
+# --- security and limits (docs/limits.md lists them all) -------------
 # The parsing sandbox: a child process per worker reads untrusted bytes under these limits.
 DOCUMENTS_SANDBOX_CPU_SECONDS = env_int("DOCUMENTS_SANDBOX_CPU_SECONDS", 120)  # per call
 DOCUMENTS_SANDBOX_WALL_SECONDS = env_float("DOCUMENTS_SANDBOX_WALL_SECONDS", 90)  # per call

@@ -1,9 +1,9 @@
 """The two reads every polled status request makes, as SQL built once per process.
 
 ``GET /api/documents/{id}/jobs/{job_id}`` (and its SSE stream's first look) authenticates a token
-and reads the version with its job. Through the ORM each of those two queries cost about 3 ms of
-Python on this project's machine (compiling a three-table join, every request), more than the
-database took to answer them (bench/README.md, issue 18). Here each query's text is built once
+and reads the version with its job. Through the ORM each of those two queries spent more time in
+Python (compiling a three-table join, every request) than the database took to answer it
+(bench/README.md, "Speed where users feel it"). Here each query's text is built once
 from the models' own metadata (so a new column is picked up without editing SQL), values go in
 as parameters, and rows come back as ordinary model instances through the same converters the
 ORM applies. The conditions are exactly those of the ORM queries they replace: the tenant

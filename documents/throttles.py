@@ -2,7 +2,7 @@
 
 Counters live in the ``throttle`` cache: Django's database cache on the embedded default, Redis
 when ``THROTTLE_REDIS_URL`` is set (or the q2 broker is Redis). Never per-process memory: with
-several web processes a per-process counter multiplies every limit (DESIGN, "Throttles and caps").
+several web processes a per-process counter multiplies every limit (docs/limits.md).
 The client address is the socket's unless ``TRUSTED_PROXY_COUNT`` proxies are configured
 (DRF's ``NUM_PROXIES``), so a forged ``X-Forwarded-For`` cannot pick a fresh counter per request.
 """

@@ -1,6 +1,6 @@
 """Graceful drain of a q2 worker process: on SIGTERM it stops its stage at the next safe point and
 hands the job back, queued at its checkpoint, instead of dying mid-stage with its lease left to
-expire (finding 11 of issue 16).
+expire.
 
 How a drain starts, in each worker process (set up by django-q2's ``post_spawn`` signal):
 

@@ -45,11 +45,12 @@ class Watchdog(threading.Thread):
     A live heartbeat must not keep a hung stage alive: past the stage's no-progress deadline the
     watchdog records the timeout itself (a fenced transition, so it wins or loses cleanly against
     the handler) and raises :class:`StageTimeout` inside the handler's thread. One thread for the
-    process, not one per stage: starting and joining a thread per stage cost about 1.5 ms of
-    every job (issue 18). It sleeps until the earliest stage is due, so a stage shorter than its
-    first tick costs a lock and a dictionary entry. ``watchdog()`` gives this process's one.
-    A graceful stop (SIGTERM) needs nothing from it: ``jobs.drain`` marks the process, and the
-    stage sees it at its next safe point (``StageContext.check``).
+    process, not one per stage: starting and joining a thread per stage was a measurable share of
+    every job (bench/README.md, "Speed where users feel it"). It sleeps until the earliest stage is
+    due, so a stage shorter than its first tick costs a lock and a dictionary entry.
+    ``watchdog()`` gives this process's one. A graceful stop (SIGTERM) needs nothing from it:
+    ``jobs.drain`` marks the process, and the stage sees it at its next safe point
+    (``StageContext.check``).
     """
 
     def __init__(self) -> None:

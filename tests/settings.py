@@ -13,11 +13,11 @@ INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 # --- embedder for the suite -------------------------------------------------------------------
-# The default model (EMBEDDINGS_BACKEND=local) is tested on its own in
-# tests/documents/test_embedding_model.py. The pipeline and search tests keep the lexical hashing
-# embedder until hybrid search (issue 12) replaces today's dense-only ranking with its fixed score
-# cut, which a semantic model cannot meet (unrelated queries always score above zero); the lead
-# flips this once hybrid lands. EMBEDDINGS_BACKEND=local in the environment runs the suite with the model.
+# The pipeline and search tests use the lexical hashing embedder: no model to load, thousands of
+# chunks a second where the default model (EMBEDDINGS_BACKEND=local) embeds a few. That model is
+# tested on its own in tests/documents/test_embedding_model.py and against the search floors in
+# tests/documents/test_relevance_modes.py; EMBEDDINGS_BACKEND=local in the environment runs the
+# whole suite with it.
 EMBEDDINGS_BACKEND = os.environ.get("EMBEDDINGS_BACKEND", "hashing")
 # Throttles and lockouts stay on (their counters live in the shared database cache), with limits
 # no functional test reaches; tests/api/test_throttles.py sets its own.

@@ -314,3 +314,61 @@ def test_type_checking_imports_make_no_circle(tmp_path):
     )
     assert import_graph(tmp_path, "pkg") == {"pkg": set(), "pkg.a": {"pkg.b"}, "pkg.b": set()}
     assert import_circles(import_graph(tmp_path, "pkg")) == []
+
+
+# Words that point outside the repo: an issue tracker's numbers, a design document kept elsewhere,
+# a path beside the checkout. A file says the reason itself or points at a page of docs/ or bench/.
+OUTSIDE_REFERENCES = (
+    ("an issue number", re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)),
+    ("a design document", re.compile(r"\bDESIGN\b")),
+    ("a path beside the checkout", re.compile(r"\.\./shared")),
+)
+SELF_EXPLAINING_DIRS = ("config", "jobs", "documents", "templates", "tests", "bench")
+
+
+def outside_references(text: str) -> list[str]:
+    """Each line of ``text`` that points outside the repo, as ``line: what``."""
+    return [
+        f"{number}: {what}"
+        for number, line in enumerate(text.splitlines(), start=1)
+        for what, pattern in OUTSIDE_REFERENCES
+        if pattern.search(line)
+    ]
+
+
+def self_explaining_files() -> list[Path]:
+    files = [ROOT / "pyproject.toml", ROOT / "Makefile"]
+    for folder in SELF_EXPLAINING_DIRS:
+        for path in sorted((ROOT / folder).rglob("*")):
+            template = path.suffix in {".html", ".txt"} and "templates" in path.parts
+            if path.is_file() and (path.suffix == ".py" or template):
+                files.append(path)
+    return files
+
+
+def test_files_cite_no_issue_number_nor_outside_document():
+    files = self_explaining_files()
+    assert ROOT / "templates" / "base.html" in files and Path(__file__) in files
+    offences = [
+        f"{path.relative_to(ROOT)}:{offence}"
+        for path in files
+        for offence in outside_references(path.read_text(encoding="utf-8"))
+    ]
+    assert offences == []
+
+
+def test_the_outside_reference_check_sees_each_kind():
+    # Built from pieces, so that this file itself passes the check it proves.
+    sample = "\n".join(
+        [
+            "cap the body (" + "Issue" + " 16, finding 4)",
+            "see " + "DES" + 'IGN "Routes" for both forms',
+            "read it from .." + "/shared/notes",
+            "fine: STAGE_WEIGHTS, a design choice, DESIGN_WEIGHTS, tissue 3",
+        ]
+    )
+    assert outside_references(sample) == [
+        "1: an issue number",
+        "2: a design document",
+        "3: a path beside the checkout",
+    ]

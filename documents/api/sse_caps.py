@@ -1,7 +1,7 @@
 """Caps on open event streams, per user and for the whole platform, and their maximum lifetime.
 
-1,500 streams of one user on one job made 1,504 threads and a 14 s wait for another tenant
-(issue 16, finding 7). The counts live in the shared ``throttle`` cache so that every web process
+Without them, one user's streams on one job held a thread each and made another tenant wait
+(docs/limits.md lists the caps). The counts live in the shared ``throttle`` cache so that every web process
 sees the same totals. A stream ends after ``SSE_MAX_STREAM_SECONDS``; the client reconnects with
 ``Last-Event-ID`` and misses nothing. A count a crashed process never gave back expires with its
 key, ``SSE_MAX_STREAM_SECONDS`` plus a minute after the last stream was opened.

@@ -3,7 +3,7 @@ authentication query.
 
 Clients poll the status endpoint about once a second with the same token; on a busy machine each
 database round trip of a request waits for the database process to be scheduled, and the token
-query was one of the two (bench/README.md, issue 18). A token found good is remembered for
+query was one of the two (bench/README.md, "Speed where users feel it"). A token found good is remembered for
 ``API_TOKEN_CACHE_SECONDS`` (default 5; 0 turns the memory off) in this process only.
 
 The bound, as docs/limits.md documents it: a revoked token, a deactivated user or a changed

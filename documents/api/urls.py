@@ -64,7 +64,7 @@ urlpatterns = [
 
 
 def _slash_twins(patterns: Sequence[URLPattern | URLResolver]) -> list[URLPattern]:
-    """Each ``path()`` route again with the other trailing-slash form (DESIGN "Routes": both
+    """Each ``path()`` route again with the other trailing-slash form (docs/api.md: both
     forms are accepted, without a redirect, which would drop a POST's method and body). The
     schema lists each route once (``documents.api.schema.drop_slash_twins``)."""
     routes = {str(p.pattern) for p in patterns}

@@ -76,8 +76,8 @@ def nearest(
     # Reading and comparing every code of the scope is CPU work that splits across cores: let
     # the planner share it with a parallel worker (PostgreSQL's default cost of starting one is
     # set for far longer queries), each keeping its own nearest, merged in order. One beside the
-    # leader: a hybrid search ranks its full text at the same time (measured on 2 cores, 1M
-    # vectors: p50 32-34 ms with one worker, 36-37 ms with two).
+    # leader: a hybrid search ranks its full text at the same time (one worker was the faster on
+    # 2 cores: bench/README.md, "Search at scale").
     cursor.execute(
         "SELECT set_config('parallel_setup_cost', '10', true), "
         "set_config('parallel_tuple_cost', '0.001', true), "

@@ -4,7 +4,7 @@ Its users: the parse stage (a batch of pages per call) and the OCR stage (one pa
 recognised per call, :mod:`documents.sandbox.ocr_page`; a call over its time is an ``ocr_timeout``).
 
 A parser stuck in C code holds the GIL: the worker's watchdog could not heartbeat nor see a
-cancel, and a regex over one hostile line froze a worker for twelve minutes (issue 16). So every
+cancel, and a regex over one hostile line froze a worker for minutes. So every
 reader of untrusted bytes runs in a child (:mod:`documents.sandbox.child`) under CPU-time
 and address-space limits, while the worker thread waits on a pipe with a short timeout: between
 waits it calls ``check`` (the stage context's safe point), so a cancel, a lost lease or the stage
@@ -13,8 +13,8 @@ or is killed becomes a classified failure: ``parse_timeout`` (wall or CPU time) 
 ``resource_limit`` (memory, a crash); both count toward the cause's retry limit like any failure.
 
 Children are reused: a worker keeps one idle child (a fresh one costs an interpreter start and the
-parsers' imports, about 0.3 s), and a child that failed, was killed or served
-``DOCUMENTS_SANDBOX_MAX_CALLS`` requests is replaced.
+parsers' imports: bench/README.md, "The parsing sandbox's cost"), and a child that failed, was
+killed or served ``DOCUMENTS_SANDBOX_MAX_CALLS`` requests is replaced.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Process again: a cancelled or failed version's stored bytes become the document's next
-version, processed by a new job (DESIGN, Clarifications: "one job per version" holds; the old
-version and its job stay as history). The user uploads nothing; processing starts over.
+version, processed by a new job (one job per version: the old version and its job stay as
+history). The user uploads nothing; processing starts over.
 
 Whether it may be done is answered by the ``process_again`` action this module registers in the
 job engine's one table (``jobs/rules.py``), so the API's 409, the page's button, the status JSON

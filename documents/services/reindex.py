@@ -1,4 +1,4 @@
-"""Re-index a tenant with another embedder without going dark (DESIGN, "Embedders").
+"""Re-index a tenant with another embedder without going dark (docs/api.md, "Re-index").
 
 A re-index is a job of the ``document.reindex`` kind (``documents/kinds/reindex.py``). Starting one
 records the *target* embedder on the tenant; from then on ingestion embeds new versions with the

@@ -1,7 +1,7 @@
-"""The web server stays responsive while it checks a hostile upload (issue 16, finding 2: a 64 KB
-upload of "[" held the request for 8.4 s and another tenant's status request waited 7.4 s).
+"""The web server stays responsive while it checks a hostile upload (a 64 KB
+upload of "[" once held the request for 8.4 s and another tenant's status request waited 7.4 s).
 
-A liveness bound with a wide margin (DESIGN, "Timing in tests"): each status answer within a
+A liveness bound with a wide margin, not a speed (docs/testing.md): each status answer within a
 second while large hostile uploads are checked, where the freeze took many seconds.
 """
 

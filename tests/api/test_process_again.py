@@ -1,5 +1,5 @@
 """Process again through the API: a cancelled or failed version's stored bytes become the next
-version with a new job; the old version and job stay as they were (DESIGN, Clarifications)."""
+version with a new job; the old version and job stay as they were (one job per version)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Both trailing-slash forms of every API route are served by the same view, without a redirect
-(DESIGN "Routes": a redirect would drop a POST's method and body); the schema lists each once."""
+(docs/api.md; a redirect would drop a POST's method and body); the schema lists each once."""
 
 from __future__ import annotations
 

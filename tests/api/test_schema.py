@@ -48,7 +48,7 @@ OPERATIONS = [
     ("POST", "/api/reindex/{job_id}/cancel/"),
     ("POST", "/api/reindex/{job_id}/retry/"),
 ]
-# The OpenAI-compatible API (issue 14).
+# The OpenAI-compatible API (docs/openai-v1.md).
 OPERATIONS += [
     ("POST", "/v1/files"),
     ("GET", "/v1/files"),

@@ -1,4 +1,4 @@
-"""Throttles and the login lockout (issue 16, finding 6), counted in the shared database cache."""
+"""Throttles and the login lockout, counted in the shared database cache."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Pattern-based reading (type sniffing, Markdown inline markup) stays linear on hostile lines.
 
 A 64 KB line of ``[`` took 8.4 s in the upload request and a 2 MB one froze both workers for
-minutes (issue 16, findings 1-2): the link pattern backtracked over the whole line from every
+minutes: the link pattern backtracked over the whole line from every
 ``[``. Each input below took seconds (quadratic) before the patterns were rewritten; now they take
 milliseconds. The bound is a liveness margin (a frozen parser takes many seconds), not a speed.
 """

@@ -1,4 +1,4 @@
-"""Limits on what one document may expand to, each ending in its own cause (issue 16)."""
+"""Limits on what one document may expand to, each ending in its own cause (docs/limits.md)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 pipeline and the user's search: hit@1 / hit@3 per query kind must stay at or above the measured
 thresholds of the configured embedder (a table: each embedder has its own), so a regression fails.
 
-The floors of DESIGN.md's clarifications hold for hybrid mode: exact rare tokens 100% at rank 1,
+The floors set for hybrid mode hold: exact rare tokens 100% at rank 1,
 Chinese >= 75% in the top 3, and English paraphrases >= 85% in the top 3 — which needs a semantic
 model ranked as such: the lexical hashing embedder cannot meet it, nor can PostgreSQL without
 pgvector (its semantic list re-ranks the full-text candidates only, so a paraphrase sharing no
@@ -28,7 +28,7 @@ from tests.documents.relevance import load_corpus, score
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# (mode, kind) -> (hit@1 at least, hit@3 at least): DESIGN's floors for hybrid search.
+# (mode, kind) -> (hit@1 at least, hit@3 at least): the floors for hybrid search.
 FLOORS = {
     ("hybrid", "exact"): (1.0, 1.0),
     ("hybrid", "paraphrase"): (0.0, 0.85),

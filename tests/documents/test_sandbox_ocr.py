@@ -71,7 +71,7 @@ def test_a_scanned_page_is_rendered_and_read_in_the_child(tmp_path: Path) -> Non
 def test_a_page_render_over_the_address_space_limit_is_a_resource_limit(
     tmp_path: Path, settings: DjangoSettings
 ) -> None:
-    """Issue 16, finding 3 with the pixel cap lifted: at 300 dpi the 14,400-pt page asks for a
+    """The huge poster page with the pixel cap lifted: at 300 dpi the 14,400-pt page asks for a
     60,000 x 60,000 bitmap (3.6 GB), over the child's 2 GiB of address space."""
     settings.DOCUMENTS_SANDBOX_MEMORY_BYTES = 2 * 1024**3
     poster = files.save(tmp_path, "poster.pdf", corpus.huge_page_pdf())

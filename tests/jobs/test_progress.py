@@ -4,30 +4,30 @@ import pytest
 
 from jobs.progress import CAP_BEFORE_READY, displayed, overall
 
-DESIGN_WEIGHTS = [20, 25, 15, 25, 15]  # parse, ocr, chunk, embed, index
+STAGE_WEIGHTS = [20, 25, 15, 25, 15]  # parse, ocr, chunk, embed, index
 
 
-def test_stage_boundaries_follow_the_design_weights():
-    assert overall(DESIGN_WEIGHTS, 0) == 0
-    assert overall(DESIGN_WEIGHTS, 1) == 20
-    assert overall(DESIGN_WEIGHTS, 2) == 45
-    assert overall(DESIGN_WEIGHTS, 4) == 85
+def test_stage_boundaries_follow_the_stage_weights():
+    assert overall(STAGE_WEIGHTS, 0) == 0
+    assert overall(STAGE_WEIGHTS, 1) == 20
+    assert overall(STAGE_WEIGHTS, 2) == 45
+    assert overall(STAGE_WEIGHTS, 4) == 85
 
 
 def test_sub_progress_needs_a_real_total():
-    assert overall(DESIGN_WEIGHTS, 1, done=5, total=None) == 20
-    assert overall(DESIGN_WEIGHTS, 1, done=5, total=0) == 20
-    assert overall(DESIGN_WEIGHTS, 1, done=130, total=200) == pytest.approx(20 + 25 * 0.65)
+    assert overall(STAGE_WEIGHTS, 1, done=5, total=None) == 20
+    assert overall(STAGE_WEIGHTS, 1, done=5, total=0) == 20
+    assert overall(STAGE_WEIGHTS, 1, done=130, total=200) == pytest.approx(20 + 25 * 0.65)
 
 
 def test_a_skipped_stage_counts_as_done():
     # OCR skipped: chunking starts at 45 whether or not OCR ran.
-    assert overall(DESIGN_WEIGHTS, 2) == 45
+    assert overall(STAGE_WEIGHTS, 2) == 45
 
 
 def test_never_100_before_ready():
-    assert overall(DESIGN_WEIGHTS, 4, done=10, total=10) == CAP_BEFORE_READY
-    assert overall(DESIGN_WEIGHTS, 5) == CAP_BEFORE_READY
+    assert overall(STAGE_WEIGHTS, 4, done=10, total=10) == CAP_BEFORE_READY
+    assert overall(STAGE_WEIGHTS, 5) == CAP_BEFORE_READY
 
 
 def test_done_beyond_total_is_clamped():

@@ -1,4 +1,4 @@
-"""Safe defaults (issue 16, findings 8 and 10): no start without a real secret key unless DEBUG,
+"""Safe defaults: no start without a real secret key unless DEBUG,
 ``check --deploy`` clean with the production environment set, uvicorn not trusting proxy headers
 unless proxies are named. Each runs a real ``manage.py`` on ``config.settings``."""
 

@@ -1,5 +1,5 @@
 """The pages count in the API's throttle counters: the upload form and the search page are no
-way around them (issue 16, finding 6)."""
+way around them."""
 
 from __future__ import annotations
 

@@ -235,14 +235,14 @@ def dot_run_paragraph(dots: int = 1_000_000) -> bytes:
 
 
 def markdown_bracket_line(brackets: int = 2_000_000) -> bytes:
-    """Normal Markdown, then one line of two million ``[`` (issue 16, finding 1): the link
+    """Normal Markdown, then one line of two million ``[``: the link
     pattern used to rescan the rest of the line from every ``[`` (16k/32k/64k: 1.0/3.6/13.6 s)."""
     return b"# Harbor log\n\nBoats left at dawn, as **always**.\n\n" + b"[" * brackets + b"\n"
 
 
 def huge_page_pdf(points: int = 14_400) -> bytes:
     """A few hundred bytes: one ``points`` x ``points`` page with a drawn box and no text layer
-    (issue 16, finding 3), so OCR renders it: 40,000 x 40,000 pixels at 200 dpi (7.9 GB)."""
+    (docs/limits.md: the pixel cap), so OCR renders it: 40,000 x 40,000 pixels at 200 dpi (7.9 GB)."""
     drawing = b"0 0 m 500 500 l S"
     return files.assemble_pdf(
         [
@@ -266,8 +266,8 @@ def noise_png(side: int = 2_000, *, seed: int = 16) -> bytes:
 
 @functools.cache
 def shared_stream_pages_pdf(pages: int = 60_000) -> bytes:
-    """``pages`` pages that all show one shared content stream (issue 16, finding 7: 5.8 MB
-    became 60,008 index entries)."""
+    """``pages`` pages that all show one shared content stream (5.8 MB that once became
+    60,008 index entries)."""
     text = b"BT /F1 12 Tf 72 720 Td (Harbor page) Tj ET"
     first_page = 5
     objects = [
@@ -286,7 +286,7 @@ def shared_stream_pages_pdf(pages: int = 60_000) -> bytes:
 
 def docx_huge_document_part(megabytes: int = 30) -> bytes:
     """A DOCX whose ``word/document.xml`` expands to ``megabytes`` MB of ordinary paragraphs
-    (issue 16, finding 9: 95 MB inside 12.6 MB parsed for over 10 minutes at 1.6 GB). Stored,
+    (95 MB inside 12.6 MB once parsed for over 10 minutes at 1.6 GB). Stored,
     not deflated, so the member passes the compression-ratio check and only its size is wrong."""
     paragraph = b"<w:p><w:r><w:t>Harbor ledger line.</w:t></w:r></w:p>"
     body = paragraph * (megabytes * 1024 * 1024 // len(paragraph))
@@ -495,7 +495,7 @@ CORPUS: tuple[Hostile, ...] = (
         READY,
         findable="Plain notes from the harbor",
     ),
-    # limits (issue 16)
+    # limits (docs/limits.md)
     Hostile(
         "pdf-one-14400pt-page",
         "poster.pdf",

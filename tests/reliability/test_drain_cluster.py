@@ -1,4 +1,4 @@
-"""Graceful drain on a real django-q2 cluster (issue 16, finding 11): SIGTERM mid-OCR, sent to the
+"""Graceful drain on a real django-q2 cluster: SIGTERM mid-OCR, sent to the
 cluster's leader alone or to its whole process group (systemd's ``KillMode=control-group``).
 
 Either way the worker stops at its next safe point and hands the job back: queued at its OCR

@@ -1,4 +1,4 @@
-"""Durability of the worker's commits on PostgreSQL (DESIGN, Clarifications: "Durability").
+"""Durability of the worker's commits on PostgreSQL (docs/architecture.md, "The documents pipeline").
 
 The worker commits its claims, stage moves, progress, checkpoints and output batches with
 ``synchronous_commit = off`` (jobs/durability.py); a publish and every terminal transition stay

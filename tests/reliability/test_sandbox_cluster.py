@@ -6,7 +6,7 @@ another tenant's small document becomes ready on the other worker, and a cancel 
 within seconds and kills the child; a call over its wall time is a ``parse_timeout``. In the
 worker itself the parse could not be interrupted: lexbor releases the GIL, so heartbeats went on,
 but the handler reached no safe point, so a cancel waited for the whole parse (minutes), and a
-regex (finding 1) held the GIL too, stopping the heartbeats.
+regex over a hostile line held the GIL too, stopping the heartbeats.
 """
 
 from __future__ import annotations

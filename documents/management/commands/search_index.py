@@ -2,8 +2,8 @@
 without blocking writes.
 
 The embedding stage creates a missing index on its own, inside the worker and holding writes to
-the vector table while it builds: instant for a new embedder, about 18 minutes for a million
-existing vectors on a 2-core machine. Run this before starting upgraded workers on a large
+the vector table while it builds: instant for a new embedder, many minutes over a large table
+(build times in bench/README.md, "Search at scale"). Run this before starting upgraded workers on a large
 database (the index of an embedder changed shape, e.g. to half precision), or after an
 interrupted build. On SQLite, or PostgreSQL without pgvector, there is nothing to build.
 """

@@ -1,7 +1,7 @@
 """``manage.py qcluster``: django-q2's cluster, with a leader that drains it on SIGTERM.
 
 django-q2's own leader stops its sentinel through a shared event and waits for it without a
-bound. Two ways that went wrong (issue 16, finding 11): a SIGTERM to the leader alone let a busy
+bound. Two ways that went wrong: a SIGTERM to the leader alone let a busy
 worker finish its whole stage first (possibly an hour), and a SIGTERM to the whole process group
 (systemd's ``KillMode=control-group``, ``kill -- -PGID``) killed the sentinel in the middle of a
 wait on that event, so the leader blocked for ever on its lock beside a defunct sentinel, while
