@@ -13,6 +13,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 _views = ViewKindDispatcher(
     asgi_app=get_asgi_application(),
     wsgi_app=get_wsgi_application(),
-    threads=int(settings.WEB_THREADS),
+    threads=settings.WEB_THREADS,
 )
-application = BodyLimitMiddleware(_views, max_bytes=int(settings.REQUEST_MAX_BODY_BYTES))
+application = BodyLimitMiddleware(_views, max_bytes=settings.REQUEST_MAX_BODY_BYTES)

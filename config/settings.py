@@ -35,6 +35,11 @@ def env_float(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
 
 
+def env_floats(name: str, default: str) -> list[float]:
+    """A comma-separated list of numbers, e.g. ``"5,300,1800"`` (empty: no numbers)."""
+    return [float(part) for part in os.environ.get(name, default).split(",") if part.strip()]
+
+
 DEBUG = env_bool("DEBUG", False)
 
 
@@ -124,7 +129,7 @@ CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").sp
 CONTENT_SECURITY_POLICY = os.environ.get("CONTENT_SECURITY_POLICY", "")
 
 ROOT_URLCONF = "config.urls"
-TEMPLATES = [
+TEMPLATES: list[dict[str, Any]] = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
         "DIRS": [BASE_DIR / "templates"],
@@ -219,7 +224,7 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
-REST_FRAMEWORK = {
+REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "documents.api.auth.TenantTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
@@ -260,7 +265,7 @@ CACHES: dict[str, dict[str, Any]] = {
         else {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "throttle_cache"}
     ),
 }
-SPECTACULAR_SETTINGS = {
+SPECTACULAR_SETTINGS: dict[str, Any] = {
     "TITLE": "Document ingestion API",
     "DESCRIPTION": "Upload documents, follow their processing live, search what is published.",
     "VERSION": "1.0.0",
@@ -340,6 +345,7 @@ OCR_ENGINE = os.environ.get("OCR_ENGINE", "")  # tesseract | rapidocr | "" (whic
 OCR_BATCH_SIZE = env_int("OCR_BATCH_SIZE", 4)
 OCR_DPI = env_int("OCR_DPI", 200)
 OCR_TESSERACT_TIMEOUT = env_float("OCR_TESSERACT_TIMEOUT", 120)
+OCR_RAPIDOCR_THREADS = env_int("OCR_RAPIDOCR_THREADS", 0)  # 0: rapidocr's own choice
 CHUNK_TARGET_TOKENS = env_int("CHUNK_TARGET_TOKENS", 350)
 CHUNK_MAX_TOKENS = env_int("CHUNK_MAX_TOKENS", 500)
 EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64)
@@ -413,7 +419,7 @@ else:
 if env_bool("Q_SYNC"):
     Q_CLUSTER["sync"] = True
 
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
@@ -448,7 +454,7 @@ WEBHOOK_ALLOW_PRIVATE = env_bool("WEBHOOK_ALLOW_PRIVATE")
 WEBHOOK_TIMEOUT = env_float("WEBHOOK_TIMEOUT", 5)
 # Seconds between attempts after the first (8 attempts over about 27 hours); the endpoint is
 # disabled with a notice when a message runs out of them.
-WEBHOOK_RETRY_SCHEDULE = os.environ.get("WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000")
+WEBHOOK_RETRY_SCHEDULE = env_floats("WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000")
 WEBHOOK_MAX_CONCURRENCY = env_int("WEBHOOK_MAX_CONCURRENCY", 1)
 
 # --- Re-index (documents/kinds/reindex.py) ------------------------------------------------------------

@@ -17,7 +17,7 @@ from documents.models import Tenant
 def configured_embedder() -> Embedder:
     backend = settings.EMBEDDINGS_BACKEND
     if backend == "http":
-        limiter = DatabaseLimiter(max_concurrency=int(settings.EMBEDDINGS_HTTP_MAX_CONCURRENCY))
+        limiter = DatabaseLimiter(max_concurrency=settings.EMBEDDINGS_HTTP_MAX_CONCURRENCY)
         return get_embedder(backend, limiter=limiter)
     return get_embedder(backend)
 

@@ -144,7 +144,7 @@ def _dense(
         # provider is down, instead of failing as a whole.
         log.warning("query embedding failed (%s): answering from full text only", failure.cause)
         return None
-    floor = float(settings.SEARCH_MIN_SCORE)
+    floor = settings.SEARCH_MIN_SCORE
     if floor < 0:  # unset: the embedder's own noise level
         floor = float(getattr(embedder, "similarity_floor", 0.0))
     nearest = search_index().dense(scope, vector, max(k, DENSE_CANDIDATES), tokens=tokens)
@@ -163,11 +163,7 @@ def _concurrent() -> bool:
     """Whether a hybrid search may rank full text on another connection: PostgreSQL (SQLite's
     rankings share one file and one process's CPU; nothing to win), and not inside a
     transaction, whose snapshot and uncommitted rows another connection would not see."""
-    return (
-        bool(settings.SEARCH_CONCURRENT)
-        and connection.vendor == "postgresql"
-        and not connection.in_atomic_block
-    )
+    return settings.SEARCH_CONCURRENT and connection.vendor == "postgresql" and not connection.in_atomic_block
 
 
 def _side_threads() -> ThreadPoolExecutor:

@@ -120,7 +120,7 @@ def _over(key: str, limit: int) -> bool:
 
 def token_failure_record(request: HttpRequest | Request) -> int:
     """Count a bad token from this address; how many it sent within the window."""
-    return _count(_key("token-ip", client_address(request)), float(settings.AUTH_FAILURE_WINDOW_SECONDS))
+    return _count(_key("token-ip", client_address(request)), settings.AUTH_FAILURE_WINDOW_SECONDS)
 
 
 class LockoutModelBackend(ModelBackend):
@@ -138,13 +138,13 @@ class LockoutModelBackend(ModelBackend):
     ) -> Any:
         user_key = _key("login-user", (username or "").casefold())
         address_key = _key("login-ip", client_address(request)) if request is not None else None
-        if _over(user_key, int(settings.LOGIN_FAILURE_LIMIT)) or (
-            address_key and _over(address_key, int(settings.AUTH_FAILURE_LIMIT_PER_ADDRESS))
+        if _over(user_key, settings.LOGIN_FAILURE_LIMIT) or (
+            address_key and _over(address_key, settings.AUTH_FAILURE_LIMIT_PER_ADDRESS)
         ):
             raise PermissionDenied("too many failed logins")  # stops authenticate() at this backend
         user = super().authenticate(request, username=username, password=password, **kwargs)
         if user is None:
-            window = float(settings.AUTH_FAILURE_WINDOW_SECONDS)
+            window = settings.AUTH_FAILURE_WINDOW_SECONDS
             _count(user_key, window)
             if address_key:
                 _count(address_key, window)

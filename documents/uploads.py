@@ -17,13 +17,13 @@ class BodyLimitUploadHandler(FileUploadHandler):
     def handle_raw_input(
         self, input_data: Any, META: Any, content_length: int, boundary: Any, encoding: str | None = None
     ) -> None:
-        if content_length > int(settings.REQUEST_MAX_BODY_BYTES):
+        if content_length > settings.REQUEST_MAX_BODY_BYTES:
             raise RequestDataTooBig(f"request body of {content_length} bytes")
 
     def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
         # One byte over the upload limit is enough to know: validation reports file_too_large
         # for files between the two, so the limit here is the body's, not the file's.
-        if start + len(raw_data) > int(settings.REQUEST_MAX_BODY_BYTES):
+        if start + len(raw_data) > settings.REQUEST_MAX_BODY_BYTES:
             raise RequestDataTooBig("upload larger than the request body limit")
         return raw_data
 

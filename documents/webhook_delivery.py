@@ -78,7 +78,7 @@ def check_target(url: str) -> list[str]:
 
 
 def retry_schedule() -> list[float]:
-    return [float(s) for s in str(settings.WEBHOOK_RETRY_SCHEDULE).split(",") if s.strip()]
+    return list(settings.WEBHOOK_RETRY_SCHEDULE)
 
 
 def dispatch_message(message_id: Any) -> bool:
@@ -109,7 +109,7 @@ def webhook_messages_sweep(limit: int) -> list[Any]:
 def deliver(message_id: str) -> str:
     """The q2 task: one attempt at sending a due message. Returns what happened."""
     now = timezone.now()
-    hold_for = 3 * float(settings.WEBHOOK_TIMEOUT) + 30
+    hold_for = 3 * settings.WEBHOOK_TIMEOUT + 30
     hold = now + timedelta(seconds=hold_for)
     # The claim: only one sender at a time (a duplicate task finds it no longer due).
     due = WebhookMessage.objects.filter(pk=message_id, state=PENDING, next_attempt_at__lte=now)
@@ -188,7 +188,7 @@ def send(endpoint: WebhookEndpoint, message: WebhookMessage) -> tuple[int | None
     )
     body = json.dumps(message.payload, separators=(",", ":"), ensure_ascii=False)
     headers = {**signed_headers(endpoint, message, body), "host": parts.netloc.rsplit("@", 1)[-1]}
-    timeout = float(settings.WEBHOOK_TIMEOUT)
+    timeout = settings.WEBHOOK_TIMEOUT
     try:
         with (
             httpx.Client(timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False) as client,

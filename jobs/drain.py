@@ -59,7 +59,7 @@ def begin() -> None:
 
 def drain_seconds() -> float:
     """The bound within which a cluster's whole process tree exits after SIGTERM."""
-    return float(settings.JOBS_DRAIN_SECONDS)
+    return settings.JOBS_DRAIN_SECONDS
 
 
 def worker_deadline() -> float:

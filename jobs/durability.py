@@ -24,7 +24,7 @@ RELAX_EXPRESSION = "set_config('synchronous_commit', 'off', true)"
 
 def relaxes_commits() -> bool:
     """Whether this connection's repeatable commits are relaxed (PostgreSQL and the setting on)."""
-    return connection.vendor == "postgresql" and bool(settings.JOBS_RELAXED_COMMIT)
+    return connection.vendor == "postgresql" and settings.JOBS_RELAXED_COMMIT
 
 
 def relax_commit() -> None:

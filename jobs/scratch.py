@@ -37,7 +37,7 @@ _last_sweep = 0.0
 
 def scratch_root() -> Path:
     """This deployment's folder for job temp directories (created private on first use)."""
-    configured = str(settings.JOBS_SCRATCH_DIR or "")
+    configured = settings.JOBS_SCRATCH_DIR
     root = Path(configured) if configured else Path(tempfile.gettempdir()) / f"jobs-{deployment_id()}"
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     return root
@@ -64,7 +64,7 @@ def sweep_if_due() -> list[Path]:
     """:func:`sweep` at most once per ``JOBS_SCRATCH_SWEEP_SECONDS`` in this process."""
     global _last_sweep
     now = time.monotonic()
-    if _last_sweep and now - _last_sweep < float(settings.JOBS_SCRATCH_SWEEP_SECONDS):
+    if _last_sweep and now - _last_sweep < settings.JOBS_SCRATCH_SWEEP_SECONDS:
         return []
     _last_sweep = now
     try:

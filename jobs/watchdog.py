@@ -29,7 +29,7 @@ class _Watch:
     def __init__(self, ctx: StageContext, exit_when_stuck: bool) -> None:
         self.ctx = ctx
         self.exit_when_stuck = exit_when_stuck
-        self.interval = float(settings.JOBS_HEARTBEAT_SECONDS)
+        self.interval = settings.JOBS_HEARTBEAT_SECONDS
         self.tick = min(self.interval, max(0.05, ctx.stage.deadline / 4), 1.0)
         self.due = time.monotonic() + self.tick
         self.since_beat = 0.0
@@ -168,7 +168,7 @@ class Watchdog(threading.Thread):
 
 
 def _exit_if_still_stuck(watch: _Watch) -> None:
-    grace = float(settings.JOBS_STUCK_EXIT_SECONDS)
+    grace = settings.JOBS_STUCK_EXIT_SECONDS
     if not watch.released.wait(grace):
         # Stuck in C code (a parser hang): the process cannot be saved, so it exits and the
         # q2 cluster starts a fresh worker in its place.

@@ -39,7 +39,7 @@ class LiveWorker:
 
 
 def _since(now: datetime) -> datetime:
-    return now - timedelta(seconds=float(settings.JOBS_LEASE_SECONDS))
+    return now - timedelta(seconds=settings.JOBS_LEASE_SECONDS)
 
 
 def worker_beat(*, name: str, host: str, pid: int, now: datetime | None = None) -> None:
@@ -79,7 +79,7 @@ _started = threading.Event()
 
 
 def _beat_forever(name: str, host: str, pid: int) -> None:
-    interval = float(settings.JOBS_HEARTBEAT_SECONDS)
+    interval = settings.JOBS_HEARTBEAT_SECONDS
     stop = threading.Event()  # never set: the thread ends with its process (daemon)
     while True:
         try:

@@ -372,3 +372,33 @@ def test_the_outside_reference_check_sees_each_kind():
         "2: a design document",
         "3: a path beside the checkout",
     ]
+
+
+# config.settings parses the environment once into typed values and defines every setting the
+# code reads: a cast or a getattr default at a call site repeats (and may contradict) it.
+SETTINGS_CAST = re.compile(r"\b(?:int|float|bool|str)\(\s*settings\.|\bgetattr\(\s*settings\s*,")
+
+
+def settings_cast_offences(path: Path, text: str) -> list[str]:
+    return [f"{path}:{n}" for n, line in enumerate(text.splitlines(), 1) if SETTINGS_CAST.search(line)]
+
+
+def test_settings_are_read_typed_without_casts_or_getattr_defaults():
+    offences = []
+    for app in ("config", "jobs", "documents"):
+        for path in python_files(app):
+            offences += settings_cast_offences(path.relative_to(ROOT), path.read_text())
+    assert offences == []
+
+
+def test_the_settings_check_sees_casts_and_getattr_defaults():
+    sample = Path("sample.py")
+    for line in (
+        "size = int(settings.EMBEDDING_BATCH_SIZE)",
+        "wait = float( settings.JOBS_LEASE_SECONDS)",
+        "on = bool(settings.SEARCH_CONCURRENT)",
+        "root = str(settings.JOBS_SCRATCH_DIR)",
+        'backend = getattr(settings, "EMBEDDINGS_BACKEND", "local")',
+    ):
+        assert settings_cast_offences(sample, f"x = 1\n{line}\n") == ["sample.py:2"], line
+    assert settings_cast_offences(sample, "size = settings.EMBEDDING_BATCH_SIZE\nn = int(limit)\n") == []

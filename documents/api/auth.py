@@ -51,8 +51,8 @@ class TenantTokenAuthentication(TokenAuthentication):
         except AuthenticationFailed:
             # Counted only on failure: a good token costs no extra query (clients poll), and a
             # guesser past the limit is answered 429 for the rest of the window.
-            if token_failure_record(request) > int(settings.AUTH_FAILURE_LIMIT_PER_ADDRESS):
-                raise Throttled(wait=float(settings.AUTH_FAILURE_WINDOW_SECONDS)) from None
+            if token_failure_record(request) > settings.AUTH_FAILURE_LIMIT_PER_ADDRESS:
+                raise Throttled(wait=settings.AUTH_FAILURE_WINDOW_SECONDS) from None
             raise
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Token]:

@@ -181,10 +181,10 @@ def _format(event_id: int, name: str, data: dict[str, Any]) -> str:
 
 
 async def _stream(version_pk: Any, job_id: str, last_id: int | None, user_id: Any) -> AsyncIterator[str]:
-    keepalive = float(settings.SSE_KEEPALIVE_SECONDS)
+    keepalive = settings.SSE_KEEPALIVE_SECONDS
     # The client reconnects with Last-Event-ID and misses nothing; a bounded lifetime keeps a
     # forgotten stream from holding its slot (and a server thread) forever.
-    ends_at = time.monotonic() + float(settings.SSE_MAX_STREAM_SECONDS)
+    ends_at = time.monotonic() + settings.SSE_MAX_STREAM_SECONDS
     wake = notify.subscribe(job_id)  # before the first read, so no commit can slip between
     try:
         yield "retry: 2000\n\n"

@@ -24,7 +24,7 @@ def _user_key(user_id: Any) -> str:
 
 
 def _ttl() -> float:
-    return float(settings.SSE_MAX_STREAM_SECONDS) + 60
+    return settings.SSE_MAX_STREAM_SECONDS + 60
 
 
 def _add(key: str, delta: int) -> int:
@@ -46,11 +46,11 @@ def _add(key: str, delta: int) -> int:
 def stream_open(user_id: Any) -> str | None:
     """Count a new stream of ``user_id``; the refusal reason (nothing counted) when over a cap."""
     per_user = _add(_user_key(user_id), 1)
-    if per_user > int(settings.SSE_MAX_STREAMS_PER_USER):
+    if per_user > settings.SSE_MAX_STREAMS_PER_USER:
         _add(_user_key(user_id), -1)
         return "user"
     total = _add(_GLOBAL_KEY, 1)
-    if total > int(settings.SSE_MAX_STREAMS):
+    if total > settings.SSE_MAX_STREAMS:
         _add(_GLOBAL_KEY, -1)
         _add(_user_key(user_id), -1)
         return "global"

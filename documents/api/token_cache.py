@@ -37,7 +37,7 @@ clock = time.monotonic
 
 
 def ttl() -> float:
-    return float(getattr(settings, "API_TOKEN_CACHE_SECONDS", 0))
+    return settings.API_TOKEN_CACHE_SECONDS
 
 
 def recall(key: str) -> tuple[Any, Token, Tenant | None] | None:

@@ -191,7 +191,7 @@ def process_limiter() -> LocalLimiter:
     global _process_limiter
     with _process_limiter_lock:
         if _process_limiter is None:
-            _process_limiter = LocalLimiter(int(getattr(settings, "EMBEDDINGS_HTTP_MAX_CONCURRENCY", 4)))
+            _process_limiter = LocalLimiter(settings.EMBEDDINGS_HTTP_MAX_CONCURRENCY)
         return _process_limiter
 
 
@@ -377,43 +377,40 @@ class SentenceTransformerEmbedder:
 # --- factory ------------------------------------------------------------------------------------
 
 BACKENDS = ("local", "hashing", "http", "sentence-transformers")
-DEFAULT_BACKEND = "local"
 
 
 def get_embedder(name: str | None = None, **options: Any) -> Embedder:
-    """The embedder for backend ``name`` (default: the ``EMBEDDINGS_BACKEND`` setting, else ``local``).
+    """The embedder for backend ``name`` (default: the ``EMBEDDINGS_BACKEND`` setting).
 
     ``options`` override the settings-derived constructor arguments, e.g. ``limiter=`` for ``http``.
     """
-    backend = name or getattr(settings, "EMBEDDINGS_BACKEND", DEFAULT_BACKEND)
+    backend = name or settings.EMBEDDINGS_BACKEND
     if backend == "local":
         from documents.engines.local_model import LocalModelEmbedder
 
         return LocalModelEmbedder(
             **{
-                "threads": int(getattr(settings, "EMBEDDINGS_LOCAL_THREADS", 1)),
-                "batch_size": int(getattr(settings, "EMBEDDINGS_LOCAL_BATCH_SIZE", 8)),
+                "threads": settings.EMBEDDINGS_LOCAL_THREADS,
+                "batch_size": settings.EMBEDDINGS_LOCAL_BATCH_SIZE,
                 **options,
             }
         )
     if backend == "hashing":
-        return HashingEmbedder(
-            **{"dimension": int(getattr(settings, "EMBEDDINGS_HASHING_DIMENSION", 1024)), **options}
-        )
+        return HashingEmbedder(**{"dimension": settings.EMBEDDINGS_HASHING_DIMENSION, **options})
     if backend == "http":
         http_options: dict[str, Any] = {
-            "base_url": getattr(settings, "EMBEDDINGS_HTTP_BASE_URL", ""),
-            "model": getattr(settings, "EMBEDDINGS_HTTP_MODEL", ""),
-            "api_key": getattr(settings, "EMBEDDINGS_HTTP_API_KEY", None),
-            "dimension": int(getattr(settings, "EMBEDDINGS_HTTP_DIMENSION", 0) or 0) or None,
-            "batch_size": int(getattr(settings, "EMBEDDINGS_HTTP_BATCH_SIZE", 64)),
-            "timeout": float(getattr(settings, "EMBEDDINGS_HTTP_TIMEOUT", 30.0)),
+            "base_url": settings.EMBEDDINGS_HTTP_BASE_URL,
+            "model": settings.EMBEDDINGS_HTTP_MODEL,
+            "api_key": settings.EMBEDDINGS_HTTP_API_KEY,
+            "dimension": settings.EMBEDDINGS_HTTP_DIMENSION or None,
+            "batch_size": settings.EMBEDDINGS_HTTP_BATCH_SIZE,
+            "timeout": settings.EMBEDDINGS_HTTP_TIMEOUT,
             **options,
         }
         if "limiter" not in http_options:
             http_options["limiter"] = process_limiter()
         return HttpEmbedder(**http_options)
     if backend == "sentence-transformers":
-        model = getattr(settings, "EMBEDDINGS_ST_MODEL", "sentence-transformers/all-MiniLM-L6-v2")
+        model = settings.EMBEDDINGS_ST_MODEL
         return SentenceTransformerEmbedder(**{"model_name": model, **options})
     raise ImproperlyConfigured(f"unknown EMBEDDINGS_BACKEND {backend!r}; choose one of {', '.join(BACKENDS)}")

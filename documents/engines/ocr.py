@@ -266,7 +266,7 @@ _instances_lock = threading.Lock()
 def tesseract_leftover_age() -> float:
     """Seconds after which no live tesseract run can still use its temp files: it is killed at
     its timeout, and its caller removes them right after."""
-    return float(getattr(settings, "OCR_TESSERACT_TIMEOUT", DEFAULT_TESSERACT_TIMEOUT)) + 60
+    return settings.OCR_TESSERACT_TIMEOUT + 60
 
 
 def build_engine(name: str, *, tesseract_timeout: float, rapidocr_threads: int = 0) -> OcrEngine:
@@ -280,11 +280,11 @@ def build_engine(name: str, *, tesseract_timeout: float, rapidocr_threads: int =
 
 
 def tesseract_timeout() -> float:
-    return float(getattr(settings, "OCR_TESSERACT_TIMEOUT", DEFAULT_TESSERACT_TIMEOUT))
+    return settings.OCR_TESSERACT_TIMEOUT
 
 
 def rapidocr_threads() -> int:
-    return int(getattr(settings, "OCR_RAPIDOCR_THREADS", None) or 0)
+    return settings.OCR_RAPIDOCR_THREADS
 
 
 def _build_engine(name: str) -> OcrEngine:
@@ -319,7 +319,7 @@ def default_engine_name(preferred: str | None = None) -> str:
     Raises ``ocr_engine_unavailable`` when no engine is installed at all.
     """
     installed = available_engines()
-    wanted = preferred if preferred is not None else getattr(settings, "OCR_ENGINE", "")
+    wanted = preferred if preferred is not None else settings.OCR_ENGINE
     if wanted in installed:
         return wanted
     if installed:

@@ -61,7 +61,7 @@ def _embed_missing(ctx: StageContext) -> None:
 
     tenant_id, target = ctx.input["tenant_id"], ctx.input["target"]
     embedder = embedder_for(target)
-    size = int(settings.EMBEDDING_BATCH_SIZE)
+    size = settings.EMBEDDING_BATCH_SIZE
     done = counts(tenant_id, target)
     chunks_done, total = done.chunks_done, done.chunks
     ctx.progress(chunks_done, total)

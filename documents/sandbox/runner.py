@@ -58,16 +58,16 @@ _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 def temp_leftover_age() -> float:
     """Seconds after which a child's temp folder is a leftover: no call lives that long."""
-    return max(float(settings.DOCUMENTS_SANDBOX_WALL_SECONDS), float(settings.OCR_TESSERACT_TIMEOUT)) + 60
+    return max(settings.DOCUMENTS_SANDBOX_WALL_SECONDS, settings.OCR_TESSERACT_TIMEOUT) + 60
 
 
 def parse_limits() -> ParseLimits:
     """The configured limits of parsing."""
     return ParseLimits(
-        max_pages=int(settings.DOCUMENTS_MAX_PAGES),
-        max_text_chars=int(settings.DOCUMENTS_MAX_TEXT_CHARS),
-        max_html_depth=int(settings.DOCUMENTS_MAX_HTML_DEPTH),
-        max_line_chars=int(settings.DOCUMENTS_MAX_LINE_CHARS),
+        max_pages=settings.DOCUMENTS_MAX_PAGES,
+        max_text_chars=settings.DOCUMENTS_MAX_TEXT_CHARS,
+        max_html_depth=settings.DOCUMENTS_MAX_HTML_DEPTH,
+        max_line_chars=settings.DOCUMENTS_MAX_LINE_CHARS,
     )
 
 
@@ -95,8 +95,8 @@ class Child:
                 sys.executable,
                 "-m",
                 "documents.sandbox.child",
-                str(int(settings.DOCUMENTS_SANDBOX_CPU_SECONDS)),
-                str(int(settings.DOCUMENTS_SANDBOX_MEMORY_BYTES)),
+                f"{settings.DOCUMENTS_SANDBOX_CPU_SECONDS}",
+                f"{settings.DOCUMENTS_SANDBOX_MEMORY_BYTES}",
                 str(os.getpid()),
             ],
             stdin=subprocess.PIPE,
@@ -226,7 +226,7 @@ def _acquire() -> Child:
 def _release(child: Child) -> None:
     if child.owner_pid != os.getpid():
         return  # inherited through a fork: the parent process owns it
-    if not child.usable or child.calls >= int(settings.DOCUMENTS_SANDBOX_MAX_CALLS):
+    if not child.usable or child.calls >= settings.DOCUMENTS_SANDBOX_MAX_CALLS:
         child.kill()
         return
     with _idle_lock:
@@ -251,7 +251,7 @@ def sandbox_call(
             name,
             list(args),
             check=check,
-            wall_seconds=float(settings.DOCUMENTS_SANDBOX_WALL_SECONDS),
+            wall_seconds=settings.DOCUMENTS_SANDBOX_WALL_SECONDS,
             timeout_code=timeout_code,
         )
     finally:

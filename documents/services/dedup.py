@@ -30,8 +30,8 @@ def processing_key(chunking: dict[str, Any] | None = None) -> str:
     """What the outputs depend on besides the bytes: the chunker's sizes and the embedder (and a
     /v1 static chunking strategy, which replaces the sizes)."""
     parts: dict[str, Any] = {
-        "chunk_target_tokens": int(settings.CHUNK_TARGET_TOKENS),
-        "chunk_max_tokens": int(settings.CHUNK_MAX_TOKENS),
+        "chunk_target_tokens": settings.CHUNK_TARGET_TOKENS,
+        "chunk_max_tokens": settings.CHUNK_MAX_TOKENS,
         "embedder": configured_embedder().name,
     }
     if chunking and chunking.get("type") == "static":

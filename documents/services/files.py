@@ -38,7 +38,7 @@ def file_create(*, tenant: Tenant, user: Any, data: bytes, filename: str, purpos
     """Store ``data`` as a file object of ``tenant``; nothing is stored when it is refused."""
     if purpose not in PURPOSES:
         raise FileInputError("purpose", "invalid_purpose", f"purpose must be one of: {', '.join(PURPOSES)}.")
-    limit = int(settings.DOCUMENTS_MAX_UPLOAD_BYTES)
+    limit = settings.DOCUMENTS_MAX_UPLOAD_BYTES
     if len(data) > limit:
         raise FileInputError("file", "file_too_large", f"The file is larger than {limit} bytes.", 413)
     if not data:

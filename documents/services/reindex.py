@@ -174,7 +174,7 @@ def retired_vectors_remove(*, tenant_id: Any) -> bool:
     if tenant is None or not tenant.retired_embedder:
         return False
     switched = tenant.reindex_job.finished_at if tenant.reindex_job else None
-    grace = timedelta(seconds=float(settings.REINDEX_RETIRE_GRACE_SECONDS))
+    grace = timedelta(seconds=settings.REINDEX_RETIRE_GRACE_SECONDS)
     if switched is not None and timezone.now() < switched + grace:
         return False
     retired = tenant.retired_embedder

@@ -63,7 +63,7 @@ def storage_limit(tenant: Tenant) -> int | None:
     """The tenant's limit in bytes, ``None`` for no limit."""
     limit = tenant.max_storage_bytes
     if limit is None:
-        limit = int(settings.DOCUMENTS_TENANT_MAX_STORAGE_BYTES)
+        limit = settings.DOCUMENTS_TENANT_MAX_STORAGE_BYTES
     return int(limit) or None
 
 
@@ -115,7 +115,7 @@ def check_storage(tenant: Tenant, adding: int) -> None:
 
 
 def retention() -> timedelta:
-    return timedelta(days=float(settings.DOCUMENTS_STORAGE_RETENTION_DAYS))
+    return timedelta(days=settings.DOCUMENTS_STORAGE_RETENTION_DAYS)
 
 
 def _ended_before(cut: datetime) -> Q:
@@ -185,7 +185,7 @@ def freed_reason(version: DocumentVersion) -> str | None:
     """Why a version whose bytes were freed cannot be processed again or retried (user-safe)."""
     if version.bytes_freed_at is None:
         return None
-    days = float(settings.DOCUMENTS_STORAGE_RETENTION_DAYS)
+    days = settings.DOCUMENTS_STORAGE_RETENTION_DAYS
     kept = f"{days:g} days" if days else "no time"
     return (
         f"The stored file of this version was removed on {version.bytes_freed_at:%Y-%m-%d} "

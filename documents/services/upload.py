@@ -83,9 +83,9 @@ def check_quota(tenant: Tenant) -> None:
 def docx_limits() -> DocxLimits:
     """What a DOCX may expand to, from the settings (checked on its zip directory at upload)."""
     return DocxLimits(
-        max_member_bytes=int(settings.DOCUMENTS_DOCX_MAX_MEMBER_BYTES),
-        max_total_bytes=int(settings.DOCUMENTS_DOCX_MAX_TOTAL_BYTES),
-        max_xml_member_bytes=int(settings.DOCUMENTS_DOCX_MAX_XML_BYTES),
+        max_member_bytes=settings.DOCUMENTS_DOCX_MAX_MEMBER_BYTES,
+        max_total_bytes=settings.DOCUMENTS_DOCX_MAX_TOTAL_BYTES,
+        max_xml_member_bytes=settings.DOCUMENTS_DOCX_MAX_XML_BYTES,
     )
 
 

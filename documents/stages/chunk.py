@@ -37,7 +37,7 @@ def chunk_sizes(strategy: Any) -> tuple[int, int, int]:
     """Target, maximum (without the overlap) and overlap in tokens: the settings', or those of
     the static chunking strategy a /v1 vector store file asked for (its maximum includes the
     overlap). The /v1 API reports the same numbers as the file's chunking strategy."""
-    target, maximum = int(settings.CHUNK_TARGET_TOKENS), int(settings.CHUNK_MAX_TOKENS)
+    target, maximum = settings.CHUNK_TARGET_TOKENS, settings.CHUNK_MAX_TOKENS
     static = (
         strategy.get("static") if isinstance(strategy, dict) and strategy.get("type") == "static" else None
     )
@@ -70,7 +70,7 @@ def run(ctx: StageContext) -> None:
     )
     if not chunks:
         raise StageFailure(EMPTY_INPUT.code, "no text to chunk after parsing and OCR")
-    if len(chunks) > int(settings.DOCUMENTS_MAX_CHUNKS):
+    if len(chunks) > settings.DOCUMENTS_MAX_CHUNKS:
         # Every chunk becomes an embedding and an index entry: a small file of 60,000 repeated
         # pages must not fan out into 60,000 of each.
         raise StageFailure(

@@ -24,7 +24,7 @@ from jobs.context import StageContext
 def run(ctx: StageContext) -> None:
     version = version_of(ctx)
     chunks = list(Chunk.objects.filter(version=version).order_by("ordinal").values_list("ordinal", "text"))
-    size = int(settings.EMBEDDING_BATCH_SIZE)
+    size = settings.EMBEDDING_BATCH_SIZE
     batches = math.ceil(len(chunks) / size)
     embedders = tenant_embedders(version.document.tenant)
     source = source_of(version)
@@ -71,7 +71,7 @@ def embed_missing(ctx: StageContext, version: DocumentVersion) -> None:
     """Embed the version's chunks that lack a vector of one of the tenant's embedders now: a
     re-index started (or switched) after this version's embedding stage ran. Nothing to do,
     and two counts, in the usual case."""
-    size = int(settings.EMBEDDING_BATCH_SIZE)
+    size = settings.EMBEDDING_BATCH_SIZE
     chunks = Chunk.objects.filter(version=version)
     total = chunks.count()
     for embedder in tenant_embedders(version.document.tenant):

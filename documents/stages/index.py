@@ -49,7 +49,7 @@ def run(ctx: StageContext) -> None:
         .values_list("ordinal", flat=True)
         .distinct()  # a chunk has two vectors while a re-index runs
     )
-    size = int(settings.INDEX_BATCH_SIZE)
+    size = settings.INDEX_BATCH_SIZE
     batches = math.ceil(len(ordinals) / size)
     start = int(ctx.checkpoint.get("next_batch", 0))
     for batch in range(start, batches):

@@ -34,15 +34,15 @@ def engine_for(hints: dict[str, object]) -> str:
 
 
 def batch_size_for(hints: dict[str, object]) -> int:
-    size = int(settings.OCR_BATCH_SIZE)
+    size = settings.OCR_BATCH_SIZE
     return max(1, size // 2) if hints.get("batch_size") == "halve" else size
 
 
 def options_for(engine_name: str) -> OcrOptions:
     return OcrOptions(
         engine=engine_name,
-        dpi=int(settings.OCR_DPI),
-        max_pixels=int(settings.DOCUMENTS_MAX_RENDER_PIXELS),
+        dpi=settings.OCR_DPI,
+        max_pixels=settings.DOCUMENTS_MAX_RENDER_PIXELS,
         tesseract_timeout=ocr.tesseract_timeout(),
         rapidocr_threads=ocr.rapidocr_threads(),
     )

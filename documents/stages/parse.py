@@ -33,7 +33,7 @@ def run(ctx: StageContext) -> None:
             return
     path = local_file(ctx, version)
     limits = parse_limits()
-    batch_pages = max(1, int(settings.DOCUMENTS_PARSE_BATCH_PAGES))
+    batch_pages = max(1, settings.DOCUMENTS_PARSE_BATCH_PAGES)
     start = int(ctx.checkpoint.get("next_page", 0))
     text_chars = int(ctx.checkpoint.get("text_chars", 0))
     total = written = start

@@ -74,7 +74,7 @@ class Claim:
 
 
 def _lease_seconds() -> float:
-    return float(settings.JOBS_LEASE_SECONDS)
+    return settings.JOBS_LEASE_SECONDS
 
 
 def _claim_loaded(job: Job, worker: str, *, reason: str) -> Claim:

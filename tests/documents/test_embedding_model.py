@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -119,8 +122,20 @@ def test_threads_sharing_one_embedder_get_the_same_vectors_as_one_thread() -> No
 
 
 def test_local_is_the_default_backend(settings) -> None:
-    del settings.EMBEDDINGS_BACKEND  # absent setting: the code's default applies
+    # The default is where the environment is parsed: config.settings without EMBEDDINGS_BACKEND
+    # (the test settings choose another backend for the suite).
+    env = {name: value for name, value in os.environ.items() if name != "EMBEDDINGS_BACKEND"}
+    parsed = subprocess.run(
+        [sys.executable, "-c", "import config.settings as s; print(s.EMBEDDINGS_BACKEND)"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    settings.EMBEDDINGS_BACKEND = parsed
 
+    assert parsed == "local"
     assert isinstance(get_embedder(), LocalModelEmbedder)
 
 

@@ -184,7 +184,7 @@ def test_redirects_are_not_followed(alice):
 
 
 def test_an_endpoint_that_keeps_failing_is_disabled_with_a_notice(alice, settings):
-    settings.WEBHOOK_RETRY_SCHEDULE = "0"  # two attempts in all
+    settings.WEBHOOK_RETRY_SCHEDULE = [0.0]  # two attempts in all
     with receiver(default=500) as hooks:
         endpoint = register(alice, hooks.url, ["document.ready"])
         run_until_idle(upload(alice, "Coral reef at low tide.")["job_id"])
@@ -222,7 +222,7 @@ def test_endpoints_and_events_are_isolated_between_tenants(alice, mallory, hooks
 
 
 def test_the_reapers_sweep_hands_out_due_retries(alice, settings):
-    settings.WEBHOOK_RETRY_SCHEDULE = "0"
+    settings.WEBHOOK_RETRY_SCHEDULE = [0.0]
     with receiver([500]) as hooks:
         register(alice, hooks.url, ["document.ready"])
         run_until_idle(upload(alice, "Scarlet tram at dusk.")["job_id"])

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_attempts_are_listed_and_send_again_delivers_a_failed_message(settings):
     settings.WEBHOOK_ALLOW_PRIVATE = True
-    settings.WEBHOOK_RETRY_SCHEDULE = ""  # one attempt only
+    settings.WEBHOOK_RETRY_SCHEDULE = []  # one attempt only
     admin = staff(
         "oscar", "view_webhookmessage", "change_webhookmessage", "view_webhookattempt", "view_webhookendpoint"
     )

@@ -67,7 +67,7 @@ class Command(BaseCommand):
                     self.stdout.write(self.ended(line, follower.returncode, url))
         # The cluster drains within JOBS_DRAIN_SECONDS (jobs handed back at their checkpoints).
         everything = [*procs.values(), *followers.values()]
-        proctree.terminate_all(everything, grace=float(settings.JOBS_DRAIN_SECONDS) + 5)
+        proctree.terminate_all(everything, grace=settings.JOBS_DRAIN_SECONDS + 5)
         sys.exit(code)
 
     @staticmethod
