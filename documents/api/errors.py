@@ -86,6 +86,10 @@ def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None
         code, message, detail = "invalid", "The request is not valid.", response.data
     elif isinstance(exc, exceptions.Throttled):
         message = "Too many requests. Try again later."
+    elif isinstance(exc, exceptions.AuthenticationFailed):
+        # A token was sent and refused: documents/api/auth.py says why ("send a token" would send
+        # the caller looking for a header they did send).
+        message = str(exc.detail)
     else:
         message = _MESSAGES.get(response.status_code) or str(getattr(exc, "detail", "")) or code
     reshaped = error_response(response.status_code, code, message, detail)
