@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from documents.api.errors import ApiError
-from documents.api.views import ERRORS, TenantView
+from documents.api.views import ACTION_ERRORS, ERRORS, TenantView
 from documents.models import Batch
 from documents.services.batches import Upload, batch_cancel, batch_create, batch_items, file_counts
 from documents.services.collections import collection_of
@@ -92,7 +92,8 @@ class BatchView(BatchOfTenant):
 
 
 class BatchCancelView(BatchOfTenant):
-    @extend_schema(request=None, responses={202: BatchOut, **ERRORS})
+    @extend_schema(request=None, responses={202: BatchOut, **ACTION_ERRORS})
     def post(self, request: Request, batch_id: str) -> Response:
+        # A batch whose files have all finished: TransitionRefused, answered 409 with the reason.
         batch = batch_cancel(batch=self.batch(batch_id), user=request.user)
         return Response(batch_out(batch), status=status.HTTP_202_ACCEPTED)
