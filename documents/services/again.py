@@ -56,7 +56,7 @@ def _latest_of_its_document(job: rules.JobState) -> str | None:
 PROCESS_AGAIN = rules.Action(
     "process_again",
     frozenset({Status.FAILED, Status.CANCELLED}),
-    otherwise="Only a cancelled or failed version can be processed again; this one is {state}.",
+    otherwise="Only a cancelled or failed version can be processed again; this one is “{state}”.",
     condition=_latest_of_its_document,
     permission="operate",
     new_run=True,

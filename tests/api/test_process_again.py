@@ -93,14 +93,16 @@ def test_a_failure_only_new_bytes_fix_offers_only_a_corrected_copy(
     assert DocumentVersion.objects.filter(document_id=body["document_id"]).count() == 1
 
 
-@pytest.mark.parametrize("state", ["queued", "ready"])
-def test_a_version_neither_cancelled_nor_failed_answers_409_with_the_tables_reason(alice: Caller, state: str):
+@pytest.mark.parametrize(("state", "label"), [("queued", "Queued"), ("ready", "Ready")])
+def test_a_version_neither_cancelled_nor_failed_answers_409_with_the_tables_reason(
+    alice: Caller, state: str, label: str
+):
     body = alice.upload(TEXT, "notes.txt").json()
     if state == "ready":
         drive(body["job_id"])
     answer = _again(alice, body["document_id"], 1)
     error = assert_error(answer, 409, "not_allowed")
-    expected = f"Only a cancelled or failed version can be processed again; this one is {state}."
+    expected = f"Only a cancelled or failed version can be processed again; this one is “{label}”."
     assert error["message"] == expected
     assert DocumentVersion.objects.filter(document_id=body["document_id"]).count() == 1
 
