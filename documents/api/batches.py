@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from documents.api.errors import ApiError
+from documents.api.serializers import FORM_TOKENS, reject_unknown
 from documents.api.views import ACTION_ERRORS, ERRORS, TenantView
 from documents.models import Batch
 from documents.services.batches import Upload, batch_cancel, batch_create, batch_items, file_counts
@@ -54,6 +55,7 @@ class BatchesView(TenantView):
 
     @extend_schema(request={"multipart/form-data": BatchIn}, responses={201: BatchOut, **ERRORS})
     def post(self, request: Request) -> Response:
+        reject_unknown(request.data, BatchIn().fields, also=FORM_TOKENS)
         uploads = request.FILES.getlist("files")
         if not uploads:
             raise ApiError(400, "no_files", "Send one or more files, each in a field named 'files'.")
