@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobs import progress as progress_math
-from jobs.errors import Cause, get_cause, register_cause
+from jobs.errors import Cause, _, get_cause, register_cause
 from jobs.retry import RetryRule
 
 if TYPE_CHECKING:
@@ -31,6 +31,28 @@ CleanupHook = Callable[["Job", str], None]
 # Why a finished job's input can no longer be processed (e.g. its stored bytes were freed), or None.
 # It receives the job row or the job as an event recorded it (``jobs.rules.JobState``): read ``pk``.
 InputCheck = Callable[[Any], "str | None"]
+
+
+# What people read for a status when the job kind names no word of its own (English, marked for
+# translation: :meth:`Pipeline.state_label` translates in the active language).
+STATUS_LABELS: Mapping[str, str] = {
+    "uploaded": _("Uploaded"),
+    "queued": _("Queued"),
+    "running": _("Running"),
+    "cancel_requested": _("Stopping…"),
+    "stalled": _("Stalled"),
+    "ready": _("Ready"),
+    "failed": _("Failed"),
+    "cancelled": _("Cancelled"),
+}
+
+
+def status_label(status: str) -> str:
+    """The neutral label of ``status`` in the active language (the status itself if unknown)."""
+    from django.utils.translation import gettext
+
+    label = STATUS_LABELS.get(status)
+    return gettext(label) if label else status
 
 
 @dataclass(frozen=True)
@@ -76,6 +98,10 @@ class Pipeline:
     on_finish: JobHook | None = None
     # Asked by the action table before a retry: a job whose input is gone cannot run again.
     input_gone: InputCheck | None = None
+    # The words the kind's pages show for its combined state words (English, marked for
+    # translation); words left out fall back to the stage's label while it runs, and to the
+    # neutral status labels otherwise.
+    state_labels: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.stages]
@@ -122,6 +148,19 @@ class Pipeline:
             stage = next((s for s in self.stages if s.name == stage_name), None)
             return (stage.failed_word if stage else "") or f"{stage_name}_failed"
         return status
+
+    def state_label(self, status: str, stage_name: str) -> str:
+        """The words a person reads for the job's state (the pages' words, in the active
+        language): what messages about the job say instead of its code word."""
+        from django.utils.translation import gettext
+
+        label = self.state_labels.get(self.state_word(status, stage_name))
+        if label:
+            return gettext(label)
+        stage = next((s for s in self.stages if s.name == stage_name), None)
+        if status == "running" and stage is not None and stage.label:
+            return gettext(stage.label)
+        return status_label(status)
 
     @property
     def state_words(self) -> list[str]:

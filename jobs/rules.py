@@ -65,13 +65,23 @@ class JobState(Protocol):
     def state_word(self) -> str: ...
 
 
+def state_label(job: JobState) -> str:
+    """The words the pages show for the job's state (its kind's, else the neutral status label):
+    refusals name a state as people read it, never as its code word."""
+    try:
+        return pipelines.get(job.kind).state_label(job.status, job.stage)
+    except LookupError:
+        return pipelines.status_label(job.status)
+
+
 Condition = Callable[[JobState], "str | None"]
 
 
 @dataclass(frozen=True)
 class Action:
     """``allowed_from`` the statuses where the action may apply; ``refusals`` the reason per
-    other status (``{state}`` is the job's combined word), ``otherwise`` for the rest;
+    other status (``{state}`` is the label of the job's state, as the pages show it),
+    ``otherwise`` for the rest;
     ``condition`` a further check returning a reason or ``None``; ``permission`` the operator
     power it needs in the admin (``None``: any member of the job's tenant, as a user);
     ``new_run`` marks an action that leaves this job as it is and starts a new job for its
@@ -89,7 +99,7 @@ class Action:
         """``None`` when the action applies to ``job`` now, otherwise the user-safe reason."""
         if job.status not in self.allowed_from:
             reason = self.refusals.get(job.status, self.otherwise)
-            return reason.format(state=job.state_word())
+            return reason.format(state=state_label(job))
         return self.condition(job) if self.condition else None
 
 
@@ -134,7 +144,7 @@ _FINISHED: dict[str, str] = {
 CANCEL = Action(
     "cancel",
     frozenset({S.QUEUED, S.RUNNING}),
-    otherwise="This job cannot be cancelled while it is {state}.",
+    otherwise="This job cannot be cancelled while it is “{state}”.",
     refusals={
         **_FINISHED,
         S.CANCEL_REQUESTED: "Cancellation was already requested.",
@@ -145,28 +155,28 @@ CANCEL = Action(
 RETRY = Action(
     "retry",
     frozenset({S.FAILED}),
-    otherwise="Only a failed job can be retried; this one is {state}.",
+    otherwise="Only a failed job can be retried; this one is “{state}”.",
     condition=_retryable_cause,
     permission="operate",
 )
 FORCE_RETRY = Action(
     "force_retry",
     frozenset({S.FAILED}),
-    otherwise="Only a failed job can be retried; this one is {state}.",
+    otherwise="Only a failed job can be retried; this one is “{state}”.",
     condition=_cleaned_up_and_kept,
     permission="force_retry",
 )
 TAKE_OVER = Action(
     "take_over",
     frozenset({S.STALLED}),
-    otherwise="Only a stalled job can be taken over; this one is {state}.",
+    otherwise="Only a stalled job can be taken over; this one is “{state}”.",
     condition=_no_cancel_pending,
     permission="takeover",
 )
 GIVE_UP = Action(
     "give_up",
     frozenset({S.STALLED}),
-    otherwise="Only a stalled job can be given up; this one is {state}.",
+    otherwise="Only a stalled job can be given up; this one is “{state}”.",
     permission="operate",
 )
 

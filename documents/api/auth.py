@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
-from rest_framework.authentication import TokenAuthentication
+from rest_framework.authentication import TokenAuthentication, get_authorization_header
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 
@@ -45,9 +45,14 @@ def user_for_token(key: str) -> tuple[Any, Token] | None:
 
 
 class TenantTokenAuthentication(TokenAuthentication):
+    """``Authorization: Token <key>``, or ``Bearer <key>`` as OpenAI-style clients send it: one
+    token, whichever scheme a client library speaks."""
+
+    other_keywords: tuple[str, ...] = ("Bearer",)
+
     def authenticate(self, request: Request) -> tuple[Any, Token] | None:
         try:
-            return super().authenticate(request)
+            return self._authenticate(request)
         except AuthenticationFailed:
             # Counted only on failure: a good token costs no extra query (clients poll), and a
             # guesser past the limit is answered 429 for the rest of the window.
@@ -55,10 +60,24 @@ class TenantTokenAuthentication(TokenAuthentication):
                 raise Throttled(wait=settings.AUTH_FAILURE_WINDOW_SECONDS) from None
             raise
 
+    def _authenticate(self, request: Request) -> tuple[Any, Token] | None:
+        # DRF's TokenAuthentication.authenticate, for any of the accepted schemes.
+        auth = get_authorization_header(request).split()
+        schemes = {word.lower().encode() for word in (self.keyword, *self.other_keywords)}
+        if not auth or auth[0].lower() not in schemes:
+            return None
+        if len(auth) != 2:
+            raise AuthenticationFailed(_("Invalid token header: send the scheme, a space and the token."))
+        try:
+            key = auth[1].decode()
+        except UnicodeError:
+            raise AuthenticationFailed(_("Invalid token header: the token has invalid characters.")) from None
+        return self.authenticate_credentials(key)
+
     def authenticate_credentials(self, key: str) -> tuple[Any, Token]:
         found = user_for_token(key)
         if found is None:
-            raise AuthenticationFailed(_("Invalid token."))
+            raise AuthenticationFailed(_("The token is not valid: it is wrong or was revoked."))
         if not found[0].is_active:
-            raise AuthenticationFailed(_("User inactive or deleted."))
+            raise AuthenticationFailed(_("The token is not valid: its user was deactivated."))
         return found

@@ -12,7 +12,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from documents.api.errors import ApiError
-from documents.api.views import ERRORS, TenantView
+from documents.api.serializers import FORM_TOKENS, reject_unknown
+from documents.api.views import ACTION_ERRORS, ERRORS, TenantView
 from documents.models import Batch
 from documents.services.batches import Upload, batch_cancel, batch_create, batch_items, file_counts
 from documents.services.collections import collection_of
@@ -54,6 +55,7 @@ class BatchesView(TenantView):
 
     @extend_schema(request={"multipart/form-data": BatchIn}, responses={201: BatchOut, **ERRORS})
     def post(self, request: Request) -> Response:
+        reject_unknown(request.data, BatchIn().fields, also=FORM_TOKENS)
         uploads = request.FILES.getlist("files")
         if not uploads:
             raise ApiError(400, "no_files", "Send one or more files, each in a field named 'files'.")
@@ -92,7 +94,8 @@ class BatchView(BatchOfTenant):
 
 
 class BatchCancelView(BatchOfTenant):
-    @extend_schema(request=None, responses={202: BatchOut, **ERRORS})
+    @extend_schema(request=None, responses={202: BatchOut, **ACTION_ERRORS})
     def post(self, request: Request, batch_id: str) -> Response:
+        # A batch whose files have all finished: TransitionRefused, answered 409 with the reason.
         batch = batch_cancel(batch=self.batch(batch_id), user=request.user)
         return Response(batch_out(batch), status=status.HTTP_202_ACCEPTED)

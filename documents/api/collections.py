@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from documents.api.errors import ApiError
+from documents.api.serializers import StrictIn
 from documents.api.views import ERRORS, TenantView
 from documents.models import Collection
 from documents.services.collections import (
@@ -28,7 +29,7 @@ from documents.services.collections import (
 )
 
 
-class CollectionIn(serializers.Serializer[Any]):
+class CollectionIn(StrictIn):
     name = serializers.CharField(max_length=256, help_text="Need not be unique; the id is the handle.")
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     metadata = serializers.DictField(

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from documents.api.output import error_body
+from documents.api.refusal import ApiError
 from documents.engines.validation import UploadRejected
 from documents.retrieval.filters import FilterError
 from documents.services.attributes import DocumentInputError
@@ -47,17 +48,6 @@ def error_response(http_status: int, code: str, message: str, detail: Any = None
     return Response(error_body(code, message, detail), status=http_status)
 
 
-class ApiError(exceptions.APIException):
-    """An API error with its own code and message, e.g. a refused cancel (409)."""
-
-    def __init__(self, http_status: int, code: str, message: str, detail: Any = None) -> None:
-        super().__init__(message)
-        self.status_code = http_status
-        self.code = code
-        self.message = message
-        self.extra = detail
-
-
 def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's exception handler, reshaped into the one error shape."""
     if isinstance(exc, ApiError):
@@ -86,6 +76,10 @@ def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None
         code, message, detail = "invalid", "The request is not valid.", response.data
     elif isinstance(exc, exceptions.Throttled):
         message = "Too many requests. Try again later."
+    elif isinstance(exc, exceptions.AuthenticationFailed):
+        # A token was sent and refused: documents/api/auth.py says why ("send a token" would send
+        # the caller looking for a header they did send).
+        message = str(exc.detail)
     else:
         message = _MESSAGES.get(response.status_code) or str(getattr(exc, "detail", "")) or code
     reshaped = error_response(response.status_code, code, message, detail)

@@ -7,8 +7,6 @@ of the published total.
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import JSONParser
@@ -17,6 +15,7 @@ from rest_framework.response import Response
 
 from documents.api.errors import ApiError
 from documents.api.output import ReindexOut, reindex_status
+from documents.api.serializers import StrictIn
 from documents.api.views import ACTION_ERRORS, ERRORS, TenantView, _error
 from documents.services.reindex import ReindexRefused, reindex_job, reindex_start
 from jobs.models import Actor, Job
@@ -24,7 +23,7 @@ from jobs.quotas import QueueFull
 from jobs.services.lifecycle import job_cancel, job_retry
 
 
-class ReindexIn(serializers.Serializer[Any]):
+class ReindexIn(StrictIn):
     embedder = serializers.CharField(
         required=False,
         allow_blank=True,

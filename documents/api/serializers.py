@@ -2,13 +2,48 @@
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Collection, Mapping
+from typing import Any, ClassVar
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from documents.api.refusal import ApiError
 from documents.attributes import KEY_PATTERN, MAX_ATTRIBUTES, MAX_STRING_LENGTH
+from documents.retrieval.filters import Filter, parse_filter_json
 from documents.selectors import DEFAULT_ORDERING, ORDERINGS, STATE_WORDS
+
+# A browser form's CSRF token (checked by the middleware) is part of any form a page posts.
+FORM_TOKENS = frozenset({"csrfmiddlewaretoken"})
+_SHOWN_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+
+
+def reject_unknown(data: Any, known: Collection[str], also: Collection[str] = ()) -> None:
+    """One rule for every input of the API: a body key or query parameter it does not take is a
+    400 naming it (``unknown_field``), never silently ignored (a misspelt ``limit`` for ``k``
+    would otherwise search with the default and look like it worked). ``also``: names let
+    through without being listed as expected (a browser form's CSRF token)."""
+    if not isinstance(data, Mapping):
+        return
+    unknown = sorted(str(name) for name in data if name not in known and name not in also)
+    if unknown:
+        # The name is echoed only when it is a plain identifier (never markup or a long value).
+        name = unknown[0] if _SHOWN_NAME.fullmatch(unknown[0]) else "?"
+        message = f"Unknown field “{name}”; expected only: {', '.join(sorted(known))}."
+        raise ApiError(400, "unknown_field", message, {name: [message]})
+
+
+class StrictIn(serializers.Serializer[Any]):
+    """An API input that takes only its fields (and ``also_known``: parameters read elsewhere,
+    e.g. the paginator's ``page``)."""
+
+    also_known: ClassVar[frozenset[str]] = frozenset()
+
+    def to_internal_value(self, data: Any) -> Any:
+        reject_unknown(data, {*self.fields, *self.also_known}, also=FORM_TOKENS)
+        return super().to_internal_value(data)
+
 
 ATTRIBUTES_HELP = (
     f"Up to {MAX_ATTRIBUTES} typed attributes for search filters: names match {KEY_PATTERN}; "
@@ -35,7 +70,7 @@ class AttributesField(serializers.JSONField):
     """A document's attributes (validated by ``documents.services.attributes``, not here)."""
 
 
-class UploadIn(serializers.Serializer[Any]):
+class UploadIn(StrictIn):
     file = serializers.FileField(allow_empty_file=True, help_text="The document (PDF, DOCX, HTML, ...).")
     title = serializers.CharField(required=False, allow_blank=True, max_length=300)
     attributes = serializers.CharField(
@@ -50,7 +85,7 @@ class UploadIn(serializers.Serializer[Any]):
     )
 
 
-class DocumentPatchIn(serializers.Serializer[Any]):
+class DocumentPatchIn(StrictIn):
     """What ``PATCH`` changes; fields left out stay as they are."""
 
     title = serializers.CharField(required=False, min_length=1, max_length=300)
@@ -71,7 +106,8 @@ class CollectionIdsField(serializers.ListField):
         return super().to_internal_value([part for part in parts if part])
 
 
-class ListIn(serializers.Serializer[Any]):
+class ListIn(StrictIn):
+    also_known = frozenset({"page", "page_size"})  # the paginator's
     state = serializers.ChoiceField(choices=STATE_WORDS, required=False, help_text="Latest version's state.")
     q = serializers.CharField(
         max_length=200, required=False, allow_blank=True, help_text="Part of the title (any case)."
@@ -92,22 +128,35 @@ MODE_HELP = (
 )
 
 
-class SearchIn(serializers.Serializer[Any]):
+FILTERS_HELP = (
+    'Attribute filter: {"type": "eq|ne|gt|gte|lt|lte|in|nin", "key", "value"} or '
+    '{"type": "and|or", "filters": [...]}.'
+)
+
+
+class SearchIn(StrictIn):
     q = serializers.CharField(max_length=500, help_text="What to look for.")
     k = serializers.IntegerField(min_value=1, max_value=50, default=10, help_text="How many results.")
     mode = serializers.ChoiceField(choices=SEARCH_MODES, default="hybrid", help_text=MODE_HELP)
     collections = CollectionIdsField(required=False, max_length=100, help_text=COLLECTIONS_HELP)
+    filters = serializers.CharField(
+        required=False, allow_blank=True, max_length=4000, help_text=f"As JSON text. {FILTERS_HELP}"
+    )
+
+    def validate_filters(self, value: str) -> Filter | None:
+        # JSON text, as the search page takes it: a malformed one is a 400 naming the parameter
+        # (FilterError), as a malformed filter in a POST body is.
+        return parse_filter_json(value) if value.strip() else None
 
 
-class SearchBodyIn(serializers.Serializer[Any]):
+class SearchBodyIn(StrictIn):
     query = serializers.CharField(max_length=500, help_text="What to look for.")
     k = serializers.IntegerField(min_value=1, max_value=50, default=10, help_text="How many results.")
     mode = serializers.ChoiceField(choices=SEARCH_MODES, default="hybrid", help_text=MODE_HELP)
     filters = serializers.JSONField(
         required=False,
         allow_null=True,
-        help_text='Attribute filter: {"type": "eq|ne|gt|gte|lt|lte|in|nin", "key", "value"} or '
-        '{"type": "and|or", "filters": [...]}.',
+        help_text=FILTERS_HELP,
     )
     document_ids = serializers.ListField(
         child=serializers.UUIDField(), required=False, max_length=100, help_text="Only these documents."

@@ -35,12 +35,17 @@ FINAL = {"ready", "cancelled", "failed"}
 _MAX_ID_DIGITS = 18  # below 2**63
 
 
+def _sent_token(request: HttpRequest) -> str | None:
+    """The key of ``Authorization: Token <key>`` (or ``Bearer <key>``), as the API takes it."""
+    scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+    return key.strip() if scheme.lower() in ("token", "bearer") and key.strip() else None
+
+
 def _user_from_token(request: HttpRequest) -> Any:
-    header = request.headers.get("Authorization", "")
-    scheme, _, key = header.partition(" ")
-    if scheme.lower() != "token" or not key.strip():
+    key = _sent_token(request)
+    if key is None:
         return None
-    found = user_for_token(key.strip())
+    found = user_for_token(key)
     return found[0] if found is not None and found[0].is_active else None
 
 
@@ -224,6 +229,8 @@ async def job_events(request: HttpRequest, document_id: str, job_id: str) -> Htt
             403: "Your account does not belong to a workspace.",
             404: "Not found.",
         }
+        if code == 401 and _sent_token(request) is not None:  # sent, and refused
+            messages[401] = "The token is not valid: it is wrong or was revoked."
         return JsonResponse(error_body(names[code], messages[code]), status=code)
     header = request.headers.get("Last-Event-ID", "").strip()
     # An event id is a positive 64-bit integer: longer digit strings are refused before int()

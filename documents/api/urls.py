@@ -2,9 +2,8 @@ from collections.abc import Sequence
 
 from django.urls import URLPattern, URLResolver, path, re_path
 from django.urls.resolvers import RoutePattern
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from documents.api import batches, collections, inspection, reindex, sse, views, webhooks
+from documents.api import batches, collections, docs, inspection, reindex, sse, views, webhooks
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
@@ -58,8 +57,8 @@ urlpatterns = [
     re_path(r"^reindex/(?P<job_id>[^/]+)/?$", reindex.ReindexJobView.as_view(), name="api-reindex-job"),
     re_path(r"^reindex/(?P<job_id>[^/]+)/cancel/?$", reindex.ReindexCancelView.as_view()),
     re_path(r"^reindex/(?P<job_id>[^/]+)/retry/?$", reindex.ReindexRetryView.as_view()),
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("schema/", docs.SchemaView.as_view(), name="api-schema"),
+    path("docs/", docs.DocsView.as_view(url_name="api-schema"), name="api-docs"),
 ]
 
 

@@ -304,7 +304,9 @@ class SearchView(TenantView):
         query = s.SearchIn(data=request.query_params)
         query.is_valid(raise_exception=True)
         data = query.validated_data
-        return self.answer(data["q"], data["k"], data["mode"], collection_ids=data.get("collections"))
+        return self.answer(
+            data["q"], data["k"], data["mode"], data.get("filters"), collection_ids=data.get("collections")
+        )
 
     @extend_schema(request=s.SearchBodyIn, responses={200: s.SearchOut, **ERRORS})
     def post(self, request: Request) -> Response:

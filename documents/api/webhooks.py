@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from documents.api.errors import ApiError
+from documents.api.serializers import StrictIn
 from documents.api.views import ERRORS, TenantView
 from documents.models import WebhookEndpoint
 from documents.services.webhooks import (
@@ -22,7 +23,7 @@ from documents.services.webhooks import (
 )
 
 
-class WebhookIn(serializers.Serializer[Any]):
+class WebhookIn(StrictIn):
     url = serializers.URLField(max_length=2000, help_text="http(s) URL; private networks are refused.")
     events = serializers.ListField(child=serializers.ChoiceField(choices=EVENTS), min_length=1, max_length=10)
     enabled = serializers.BooleanField(required=False)

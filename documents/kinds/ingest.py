@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from documents import causes
 from documents.kinds import INGEST
 from jobs import pipelines
+from jobs.errors import _ as _
 from jobs.pipelines import Handler, Pipeline, Stage
 
 if TYPE_CHECKING:
@@ -66,6 +67,27 @@ def _finished(job: Job) -> None:
     document_job_event(job)
     batch_job_finished(job)
 
+
+# The words the pages show for each combined state word (translated where shown: the templates'
+# filters, the page script's catalogue, and the reasons of refused actions).
+STATE_LABELS = {
+    "uploaded": _("Uploaded"),
+    "queued": _("Queued"),
+    "parsing": _("Parsing"),
+    "ocr": _("Recognising text"),
+    "chunking": _("Chunking"),
+    "embedding": _("Embedding"),
+    "indexing": _("Indexing"),
+    "ready": _("Ready"),
+    "parse_failed": _("Parsing failed"),
+    "ocr_failed": _("Text recognition failed"),
+    "chunk_failed": _("Chunking failed"),
+    "embedding_failed": _("Embedding failed"),
+    "index_failed": _("Indexing failed"),
+    "cancel_requested": _("Stopping…"),
+    "cancelled": _("Cancelled"),
+    "stalled": _("Stalled"),
+}
 
 PIPELINE = Pipeline(
     kind=KIND,
@@ -124,6 +146,7 @@ PIPELINE = Pipeline(
     on_finish=_finished,
     input_gone=_input_gone,
     causes=causes.ALL,
+    state_labels=STATE_LABELS,
 )
 
 

@@ -22,8 +22,19 @@ from documents.models import Document, DocumentVersion
 from documents.services.storage import check_storage, freed_reason
 from documents.services.upload import NOT_LATEST, UploadResult, _create_version, check_quota
 from jobs import rules
-from jobs.errors import TransitionRefused
+from jobs.errors import TransitionRefused, UserAction, get_cause
 from jobs.models import Actor, Job, Status
+
+
+def _same_bytes_may_pass(job: rules.JobState) -> str | None:
+    """A failure only new bytes can fix (a damaged, encrypted or oversized file ...: its cause
+    tells the user to upload again) would fail the same way: only a corrected copy is offered."""
+    if job.status != Status.FAILED:
+        return None
+    cause = get_cause(job.error_code)
+    if cause.action == UserAction.REUPLOAD:
+        return f"Processing the same file again would fail the same way. {cause.user_message}"
+    return None
 
 
 def _latest_of_its_document(job: rules.JobState) -> str | None:
@@ -39,13 +50,13 @@ def _latest_of_its_document(job: rules.JobState) -> str | None:
         return freed
     if not version.file.name or not default_storage.exists(version.file.name):
         return "The stored file of this version is gone: upload the file again."
-    return None
+    return _same_bytes_may_pass(job)
 
 
 PROCESS_AGAIN = rules.Action(
     "process_again",
     frozenset({Status.FAILED, Status.CANCELLED}),
-    otherwise="Only a cancelled or failed version can be processed again; this one is {state}.",
+    otherwise="Only a cancelled or failed version can be processed again; this one is “{state}”.",
     condition=_latest_of_its_document,
     permission="operate",
     new_run=True,

@@ -19,7 +19,7 @@ from documents.engines.validation import UploadRejected
 from documents.models import Batch, BatchItem, Collection, Tenant
 from documents.services.upload import document_upload
 from documents.services.webhooks import BATCH_COMPLETED, event_emit
-from jobs.errors import JobConflict
+from jobs.errors import JobConflict, TransitionRefused
 from jobs.models import FINISHED, Actor, Job, Status
 from jobs.services.lifecycle import job_cancel
 
@@ -64,9 +64,19 @@ def batch_create(
     return batch
 
 
+NOTHING_TO_CANCEL = "Every file of this batch has finished processing: there is nothing to cancel."
+
+
 def batch_cancel(*, batch: Batch, user: Any = None) -> Batch:
-    """Cancel every unfinished job of the batch (queued at once, running at its next safe point)."""
+    """Cancel every unfinished job of the batch (queued at once, running at its next safe point).
+
+    Raises :class:`TransitionRefused` (and records nothing) when every job has finished, as a
+    finished job refuses its cancel.
+    """
     name = getattr(user, "get_username", lambda: "")()
+    jobs = Job.objects.filter(pk__in=batch.items.exclude(job=None).values("job_id"))
+    if not jobs.exclude(status__in=FINISHED).exists():
+        raise TransitionRefused(NOTHING_TO_CANCEL)
     Batch.objects.filter(pk=batch.pk, cancel_requested_at=None).update(cancel_requested_at=timezone.now())
     for job_id in batch.items.exclude(job=None).values_list("job_id", flat=True):
         try:

@@ -20,31 +20,17 @@ from django.utils.dateparse import parse_datetime
 from django.utils.functional import Promise
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.translation import gettext, pgettext_lazy
+from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
+from documents.kinds.ingest import STATE_LABELS
 from jobs.errors import all_causes
 
 register = template.Library()
 
-STATES: dict[str, Promise] = {
-    "uploaded": _("Uploaded"),
-    "queued": _("Queued"),
-    "parsing": _("Parsing"),
-    "ocr": _("Recognising text"),
-    "chunking": _("Chunking"),
-    "embedding": _("Embedding"),
-    "indexing": _("Indexing"),
-    "ready": _("Ready"),
-    "parse_failed": _("Parsing failed"),
-    "ocr_failed": _("Text recognition failed"),
-    "chunk_failed": _("Chunking failed"),
-    "embedding_failed": _("Embedding failed"),
-    "index_failed": _("Indexing failed"),
-    "cancel_requested": _("Stopping…"),
-    "cancelled": _("Cancelled"),
-    "stalled": _("Stalled"),
-}
+# The state words' labels are the ingestion pipeline's own (documents/kinds/ingest.py), so a page and
+# a refusal's reason name a state with the same words.
+STATES: dict[str, Promise] = {word: gettext_lazy(label) for word, label in STATE_LABELS.items()}
 
 # Stage names as the stepper shows them (the pipeline's own labels are English only).
 STAGES: dict[str, Promise] = {

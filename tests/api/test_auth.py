@@ -8,6 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
+from django.test import override_settings
 from rest_framework.test import APIClient
 
 from documents.models import Document
@@ -52,7 +53,42 @@ def test_every_route_answers_403_for_a_user_without_a_tenant(loner: APIClient, m
 def test_a_deactivated_users_token_stops_working(alice: Caller):
     assert alice.client.get("/api/documents/").status_code == 200
     get_user_model().objects.filter(username="alice").update(is_active=False)
-    assert_error(alice.client.get("/api/documents/"), 401, "not_authenticated")
+    error = assert_error(alice.client.get("/api/documents/"), 401, "not_authenticated")
+    assert error["message"] == "The token is not valid: its user was deactivated."
+
+
+def test_a_wrong_token_is_told_it_is_not_valid_not_asked_for_one():
+    error = assert_error(token_client("0" * 40).get("/api/documents/"), 401, "not_authenticated")
+    assert error["message"] == "The token is not valid: it is wrong or was revoked."
+    # Without any credentials the caller is asked for them.
+    missing = assert_error(APIClient().get("/api/documents/"), 401, "not_authenticated")
+    assert missing["message"] == "Authentication is required: send a token or log in."
+
+
+def test_a_revoked_token_is_told_it_is_not_valid(alice: Caller):
+    from rest_framework.authtoken.models import Token
+
+    with override_settings(API_TOKEN_CACHE_SECONDS=0):
+        Token.objects.filter(key=alice.token).delete()
+        error = assert_error(alice.client.get("/api/documents/"), 401, "not_authenticated")
+    assert error["message"] == "The token is not valid: it is wrong or was revoked."
+
+
+@pytest.mark.parametrize("scheme", ["Token", "Bearer", "bearer"])
+def test_the_token_is_accepted_with_the_token_or_the_bearer_scheme(alice: Caller, scheme: str):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"{scheme} {alice.token}")
+    assert client.get("/api/documents/").status_code == 200
+    client.credentials(HTTP_AUTHORIZATION=f"{scheme} {'0' * 40}")
+    assert_error(client.get("/api/documents/"), 401, "not_authenticated")
+
+
+def test_v1_keeps_the_bearer_scheme_only(alice: Caller):
+    bearer = APIClient()
+    bearer.credentials(HTTP_AUTHORIZATION=f"Bearer {alice.token}")
+    assert bearer.get("/v1/files").status_code == 200
+    tokened = token_client(alice.token)
+    assert tokened.get("/v1/files").status_code == 401
 
 
 def test_session_authentication_works_for_reads_and_writes(alice: Caller):

@@ -25,7 +25,7 @@ from tests.api.conftest import (
     drive,
     lose_the_worker_until_failed,
 )
-from tests.documents.files import encrypted_pdf, text_pdf
+from tests.documents.files import encrypted_pdf, scanned_pdf, text_pdf
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -310,6 +310,18 @@ def test_retry_of_a_job_that_has_not_failed_is_409(alice: Caller, state: str):
     error = assert_error(alice.client.post(f"{body['status_url']}/retry"), 409, "not_allowed")
 
     assert "Only a failed job can be retried" in error["message"]
+
+
+def test_a_refusal_names_the_state_with_the_words_the_pages_use(alice: Caller):
+    body = alice.uploaded(scanned_pdf(), "scan.pdf")
+    claim_at(body["job_id"], "ocr")
+
+    during_ocr = assert_error(alice.client.post(f"{body['status_url']}/retry"), 409, "not_allowed")
+    assert during_ocr["message"] == "Only a failed job can be retried; this one is “Recognising text”."
+
+    assert alice.client.post(f"{body['status_url']}/cancel").status_code == 202
+    stopping = assert_error(alice.client.post(f"{body['status_url']}/retry"), 409, "not_allowed")
+    assert stopping["message"] == "Only a failed job can be retried; this one is “Stopping…”."
 
 
 def test_retry_of_an_unknown_job_is_404(alice: Caller):

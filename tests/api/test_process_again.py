@@ -11,7 +11,7 @@ import pytest
 from documents.models import Document, DocumentVersion
 from jobs.models import Job, JobEvent, Status
 from jobs.services.lifecycle import job_cancel
-from tests.api.conftest import STATUS_KEYS, TEXT, Caller, assert_error, drive
+from tests.api.conftest import STATUS_KEYS, TEXT, Caller, assert_error, drive, lose_the_worker_until_failed
 from tests.documents.files import encrypted_pdf
 
 pytestmark = pytest.mark.django_db
@@ -62,21 +62,47 @@ def test_a_cancelled_version_is_processed_again_as_a_new_version_from_its_stored
 
 
 def test_a_failed_version_is_processed_again_and_the_slash_form_is_accepted(alice: Caller):
-    body = alice.upload(encrypted_pdf(), "locked.pdf").json()
-    assert drive(body["job_id"]).status == Status.FAILED
+    body = alice.upload(TEXT, "notes.txt").json()
+    assert lose_the_worker_until_failed(body["job_id"]).error_code == "worker_lost"
+    assert alice.client.get(body["status_url"]).json()["can_process_again"] is True
     answer = _again(alice, body["document_id"], 1, slash="/")
     assert answer.status_code == 201, answer.content
     assert answer.json()["version"] == 2
 
 
-@pytest.mark.parametrize("state", ["queued", "ready"])
-def test_a_version_neither_cancelled_nor_failed_answers_409_with_the_tables_reason(alice: Caller, state: str):
+@pytest.mark.parametrize(
+    ("data", "name", "code"),
+    [
+        (b"%PDF-1.7\n" + bytes(range(256)) * 4, "broken.pdf", "corrupt_input"),
+        (None, "locked.pdf", "encrypted_input"),
+    ],
+    ids=["corrupt_input", "encrypted_input"],
+)
+def test_a_failure_only_new_bytes_fix_offers_only_a_corrected_copy(
+    alice: Caller, data: bytes | None, name: str, code: str
+):
+    body = alice.upload(data or encrypted_pdf(), name).json()
+    job = drive(body["job_id"])
+    assert (job.status, job.error_code) == (Status.FAILED, code)
+    status = alice.client.get(body["status_url"]).json()
+    assert status["can_process_again"] is False and status["error"]["action"] == "reupload"
+
+    error = assert_error(_again(alice, body["document_id"], 1), 409, "not_allowed")
+
+    assert error["message"].startswith("Processing the same file again would fail the same way. ")
+    assert DocumentVersion.objects.filter(document_id=body["document_id"]).count() == 1
+
+
+@pytest.mark.parametrize(("state", "label"), [("queued", "Queued"), ("ready", "Ready")])
+def test_a_version_neither_cancelled_nor_failed_answers_409_with_the_tables_reason(
+    alice: Caller, state: str, label: str
+):
     body = alice.upload(TEXT, "notes.txt").json()
     if state == "ready":
         drive(body["job_id"])
     answer = _again(alice, body["document_id"], 1)
     error = assert_error(answer, 409, "not_allowed")
-    expected = f"Only a cancelled or failed version can be processed again; this one is {state}."
+    expected = f"Only a cancelled or failed version can be processed again; this one is “{label}”."
     assert error["message"] == expected
     assert DocumentVersion.objects.filter(document_id=body["document_id"]).count() == 1
 

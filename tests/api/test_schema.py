@@ -7,11 +7,13 @@ import json
 from io import StringIO
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from django.core.management import call_command
 
-from tests.api.conftest import Caller
+from documents.services.accounts import user_create_in_tenant
+from tests.api.conftest import Caller, assert_error
 
 pytestmark = pytest.mark.django_db
 
@@ -128,9 +130,30 @@ def test_the_docs_page_loads_the_schema(alice: Caller):
     assert b"/api/schema/" in response.content
 
 
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("url", ["/api/schema/", "/api/docs/"])
-def test_the_schema_and_docs_need_authentication_by_default(url: str) -> None:
+@pytest.mark.parametrize("accept", [None, "*/*", "application/json"])
+def test_the_schema_and_docs_answer_api_clients_with_the_json_error(url: str, accept: str | None) -> None:
     from rest_framework.test import APIClient
 
-    assert APIClient().get(url).status_code == 401
+    response = APIClient().get(url, HTTP_ACCEPT=accept) if accept else APIClient().get(url)
+    error = assert_error(response, 401, "not_authenticated")
+    assert error["message"] == "Authentication is required: send a token or log in."
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/api/schema/", "/api/docs/"])
+def test_the_schema_and_docs_send_a_browser_to_the_login_page(url: str) -> None:
+    from django.test import Client
+
+    response = Client().get(url, HTTP_ACCEPT=BROWSER_ACCEPT)
+    assert response.status_code == 302
+    assert response["Location"] == f"/accounts/login/?next={quote(url)}"
+    # After logging in, the same browser gets the page.
+    user_create_in_tenant(username="reader", tenant_slug="acme", password="s3cret-pass")
+    client = Client()
+    assert client.login(username="reader", password="s3cret-pass")
+    assert client.get(url, HTTP_ACCEPT=BROWSER_ACCEPT).status_code == 200

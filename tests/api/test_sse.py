@@ -287,6 +287,12 @@ def test_the_events_route_answers_404_401_403_like_the_rest_of_the_api(
         assert anonymous.json()["error"]["code"] == "not_authenticated"
         bad = http.get(body["events_url"], headers={"Authorization": "Token " + "0" * 40})
         assert bad.status_code == 401
+        assert bad.json()["error"]["message"] == "The token is not valid: it is wrong or was revoked."
+        # The Bearer scheme is taken as the rest of the API takes it.
+        with http.stream(
+            "GET", body["events_url"], headers={"Authorization": f"Bearer {alice.token}"}
+        ) as bearer:
+            assert bearer.status_code == 200
     loner_token = Token.objects.get(user__username="loner").key
     with server.client(loner_token) as http:
         forbidden = http.get(body["events_url"])

@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from documents.models import Batch, Document, WebhookMessage
-from jobs.models import Job, Status
+from jobs.models import Job, JobEvent, Status
 from tests.documents import files
 from tests.documents.helpers import files_under, run_until_idle
 from tests.documents.test_delete import client_for
@@ -124,6 +124,23 @@ def test_cancelling_a_batch_cancels_its_unfinished_jobs(alice):
     assert Job.objects.get(pk=done["job_id"]).status == Status.READY  # finished work stays
     batch = Batch.objects.get(pk=body["batch_id"])
     assert batch.cancel_requested_at is not None and batch.completed_at is not None
+
+
+def test_cancelling_a_finished_batch_is_refused_and_records_nothing(alice):
+    body = post_batch(alice, [("a.pdf", files.text_pdf(["Navy lantern."]))]).json()
+    run_until_idle(body["documents"][0]["job_id"])
+    events = JobEvent.objects.count()
+
+    response = alice.post(f"/api/batches/{body['batch_id']}/cancel")
+
+    assert response.status_code == 409
+    assert response.json()["error"] == {
+        "code": "not_allowed",
+        "message": "Every file of this batch has finished processing: there is nothing to cancel.",
+    }
+    assert Batch.objects.get(pk=body["batch_id"]).cancel_requested_at is None
+    assert JobEvent.objects.count() == events
+    assert alice.get(f"/api/batches/{body['batch_id']}").json()["cancel_requested_at"] is None
 
 
 def test_another_tenants_batch_is_a_404_and_an_empty_batch_is_refused(alice, mallory):

@@ -309,3 +309,14 @@ def test_every_field_a_transition_assigns_is_one_it_declares(make, name, params,
     job = make()
     declared = getattr(Job, name)._django_fsm.get_transition(job.status).custom["writes"]
     assert _assignments(job, name, monkeypatch, **params) <= declared
+
+
+def test_a_refusal_names_the_state_by_its_label_not_its_code_word():
+    # The test kind registers no state labels: the stage's label while it runs, else the neutral
+    # status label.
+    with pytest.raises(TransitionRefused) as refused:
+        job_retry(job_id=cancel_requested().job_id)
+    assert refused.value.message == "Only a failed job can be retried; this one is “Stopping…”."
+    with pytest.raises(TransitionRefused) as refused:
+        job_take_over(job_id=new_job().pk)
+    assert refused.value.message == "Only a stalled job can be taken over; this one is “Queued”."

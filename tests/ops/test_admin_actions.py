@@ -101,7 +101,7 @@ def test_the_confirmation_page_lists_what_will_happen_to_each_job_before_anythin
     page = start_action(senior, "cancel", [runnable, finished])
     html = page.content.decode()
     assert page.status_code == 200 and 'name="reason"' in html
-    assert "1 of 2" in html and "skipped: The job has already finished (ready)." in html
+    assert "1 of 2" in html and "skipped: The job has already finished (Ready)." in html
     assert Job.objects.get(pk=runnable.pk).status == "queued"  # nothing ran yet
 
 

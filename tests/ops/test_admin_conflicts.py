@@ -87,7 +87,7 @@ def test_a_bulk_action_reports_each_outcome_group_with_its_jobs(senior):
     assert short(done[0]) in by_start["2"] and short(done[1]) in by_start["2"]
     assert short(stale) in by_start["Conflict:"]
     skipped = [n for n in notes if n.startswith("Skipped")]
-    assert any("already finished (ready)" in n and short(finished) in n for n in skipped)
+    assert any("already finished (Ready)" in n and short(finished) in n for n in skipped)
     assert any("take it over or give it up" in n and short(stuck) in n for n in skipped)
     statuses = {j.pk: Job.objects.get(pk=j.pk).status for j in selection}
     assert statuses == {

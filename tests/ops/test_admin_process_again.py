@@ -55,7 +55,7 @@ def test_the_admin_processes_a_cancelled_document_again_as_the_operators_new_ver
     assert messages_of(response) == [
         "Processing again (a new version each): “note.txt” as v2.",
         "These were not processed again: “note.txt”: Only a cancelled or failed version can be "
-        "processed again; this one is queued.",
+        "processed again; this one is “Queued”.",
     ]
     new = DocumentVersion.objects.get(document_id=document_id, number=2)
     assert new.job is not None and new.job.status == Status.QUEUED
@@ -69,7 +69,7 @@ def test_when_none_applies_the_admin_says_so_plainly():
     response = _act(_staff("olga", "view_job", "change_job"), document_id)
     assert messages_of(response) == [
         "None was processed again: “note.txt”: Only a cancelled or failed version can be processed "
-        "again; this one is queued."
+        "again; this one is “Queued”."
     ]
     assert DocumentVersion.objects.filter(document_id=document_id).count() == 1
 

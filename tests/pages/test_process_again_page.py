@@ -13,6 +13,7 @@ from jobs.services.lifecycle import job_cancel
 from tests.pages.helpers import (
     Member,
     detail_url,
+    failed_retryable,
     failed_reupload,
     html,
     job,
@@ -57,9 +58,19 @@ def test_a_cancelled_version_offers_process_again_with_what_it_reuses(alice: Mem
 
 
 def test_a_failed_version_offers_process_again(alice: Member):
-    result = failed_reupload(alice)
+    result = failed_retryable(alice)
     body = html(alice.client.get(detail_url(result)))
     assert not hidden(body, 'data-action="process_again"')
+
+
+def test_a_failure_only_new_bytes_fix_offers_only_the_corrected_copy(alice: Member):
+    result = failed_reupload(alice)  # encrypted_input: the same file fails the same way
+    body = html(alice.client.get(detail_url(result)))
+    assert hidden(body, 'data-action="process_again"')
+    assert not hidden(body, 'data-field="reupload"')
+    response = alice.client.post(_again_url(result), follow=True)
+    assert "Processing the same file again would fail the same way." in html(response)
+    assert DocumentVersion.objects.filter(document_id=result.document.pk).count() == 1
 
 
 @pytest.mark.parametrize("make", [queued, ready])
