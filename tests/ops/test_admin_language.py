@@ -52,3 +52,10 @@ def test_the_health_page_is_in_chinese(admin: Client):
         assert expected in page, expected
     for english in ("Job health", "Failures and retries by cause", "entered in the last 24 h", "As of "):
         assert english not in page, english
+
+
+def test_the_job_lists_link_each_other_and_the_health_page_in_chinese(admin: Client):
+    jobs = admin.get("/admin/jobs/job/", headers=CHINESE).content.decode()
+    assert ">健康状况</a>" in jobs and ">停滞的任务</a>" in jobs
+    stalled = admin.get("/admin/jobs/stalledjob/", headers=CHINESE).content.decode()
+    assert ">全部任务</a>" in stalled and ">All jobs<" not in stalled
