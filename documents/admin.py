@@ -42,6 +42,7 @@ from documents.services.attributes import (
     check_title,
     document_update,
 )
+from documents.texts import localize
 from jobs.admin.registry import (
     RetryVariant,
     register_retry_variant,
@@ -310,7 +311,8 @@ def _checked(check: Any, value: Any) -> Any:
         return check(value)
     except DocumentInputError as exc:
         where = exc.field.partition(".")[2]  # the attribute's name, when the error is about one
-        raise ValidationError(f"{where}: {exc.message}" if where else exc.message, code=exc.code) from None
+        message = localize(exc.message)
+        raise ValidationError(f"{where}: {message}" if where else message, code=exc.code) from None
 
 
 @admin.register(Document)

@@ -1,9 +1,10 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class DocumentsConfig(AppConfig):
     name = "documents"
-    verbose_name = "Documents"
+    verbose_name = _("Documents")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

@@ -13,6 +13,8 @@ import math
 import re
 from typing import Literal
 
+from documents.texts import Text, gettext_noop
+
 MAX_ATTRIBUTES = 16
 MAX_STRING_LENGTH = 512
 # JSON's safe integer range: every client (JavaScript too) and both databases hold these exactly.
@@ -52,23 +54,26 @@ def check_value(value: object) -> Kind:
         return "boolean"
     if isinstance(value, int):
         if abs(value) > MAX_SAFE_INTEGER:
-            raise ValueProblem("number_out_of_range", f"Integers must lie within ±{MAX_SAFE_INTEGER}.")
+            message: str = Text(gettext_noop("Integers must lie within ±%(limit)s."), limit=MAX_SAFE_INTEGER)
+            raise ValueProblem("number_out_of_range", message)
         return "number"
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueProblem("number_out_of_range", "Numbers must be finite.")
+            raise ValueProblem("number_out_of_range", gettext_noop("Numbers must be finite."))
         return "number"
     if isinstance(value, str):
         if len(value) > MAX_STRING_LENGTH:
-            raise ValueProblem("string_too_long", f"Strings are at most {MAX_STRING_LENGTH} characters.")
+            message = Text(gettext_noop("Strings are at most %(limit)s characters."), limit=MAX_STRING_LENGTH)
+            raise ValueProblem("string_too_long", message)
         if looks_like_date(value):
             try:
                 datetime.date.fromisoformat(value)
             except ValueError:
-                message = "A YYYY-MM-DD value must be a real calendar date."
+                message = gettext_noop("A YYYY-MM-DD value must be a real calendar date.")
                 raise ValueProblem("invalid_date", message) from None
             return "date"
         return "string"
     raise ValueProblem(
-        "invalid_value_type", "A value must be a string, a number, a boolean or a date (YYYY-MM-DD)."
+        "invalid_value_type",
+        gettext_noop("A value must be a string, a number, a boolean or a date (YYYY-MM-DD)."),
     )

@@ -15,6 +15,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from jobs.models import Job
 
@@ -38,6 +39,10 @@ class Tenant(models.Model):
     retired_embedder = models.CharField(max_length=100, blank=True, default="")
     reindex_job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
+    class Meta:
+        verbose_name = _("tenant")
+        verbose_name_plural = _("tenants")
+
     def __str__(self) -> str:
         return self.name or self.slug
 
@@ -48,6 +53,8 @@ class Membership(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        verbose_name = _("membership")
+        verbose_name_plural = _("memberships")
         constraints = [models.UniqueConstraint(fields=["user"], name="membership_one_tenant_per_user")]
 
     def __str__(self) -> str:
@@ -71,6 +78,8 @@ class Collection(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        verbose_name = _("collection")
+        verbose_name_plural = _("collections")
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
@@ -125,6 +134,8 @@ class Document(models.Model):
     )
 
     class Meta:
+        verbose_name = _("document")
+        verbose_name_plural = _("documents")
         ordering = ["-created_at"]
         constraints = [
             # One live file per id in a store; a deleted one's tombstone does not block re-attaching.
@@ -190,6 +201,8 @@ class DocumentVersion(models.Model):
     chunking = models.JSONField(null=True, blank=True)
 
     class Meta:
+        verbose_name = _("document version")
+        verbose_name_plural = _("document versions")
         ordering = ["document", "-number"]
         constraints = [
             models.UniqueConstraint(fields=["document", "number"], name="version_number_unique"),
@@ -310,6 +323,8 @@ class Deletion(models.Model):
     files_removed = models.PositiveIntegerField(default=0)
 
     class Meta:
+        verbose_name = _("deletion")
+        verbose_name_plural = _("deletions")
         ordering = ["-requested_at"]
         constraints = [
             models.UniqueConstraint(
@@ -356,6 +371,8 @@ class WebhookEndpoint(models.Model):
     disabled_reason = models.CharField(max_length=300, blank=True, default="")
 
     class Meta:
+        verbose_name = _("webhook endpoint")
+        verbose_name_plural = _("webhook endpoints")
         ordering = ["tenant", "created_at"]
         indexes = [models.Index(fields=["tenant", "enabled"], name="webhook_endpoint_tenant")]
 
@@ -387,6 +404,8 @@ class WebhookMessage(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = _("webhook message")
+        verbose_name_plural = _("webhook messages")
         ordering = ["-created_at"]
         indexes = [
             models.Index(
@@ -414,6 +433,8 @@ class WebhookAttempt(models.Model):
     error = models.CharField(max_length=300, blank=True, default="")
 
     class Meta:
+        verbose_name = _("webhook attempt")
+        verbose_name_plural = _("webhook attempts")
         ordering = ["message", "at"]
 
 

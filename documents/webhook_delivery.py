@@ -23,6 +23,7 @@ import httpx
 from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 from django_q.tasks import async_task
 from standardwebhooks.webhooks import Webhook
 
@@ -61,18 +62,18 @@ def check_target(url: str) -> list[str]:
     """The addresses ``url`` resolves to, all of them allowed; :class:`TargetRefused` otherwise."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise TargetRefused("The URL must start with http:// or https:// and name a host.")
+        raise TargetRefused(gettext_noop("The URL must start with http:// or https:// and name a host."))
     if parts.username or parts.password:
-        raise TargetRefused("The URL must not contain a user name or password.")
+        raise TargetRefused(gettext_noop("The URL must not contain a user name or password."))
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
         found = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
     except (OSError, ValueError, UnicodeError):
-        raise TargetRefused("The URL's host could not be resolved.") from None
+        raise TargetRefused(gettext_noop("The URL's host could not be resolved.")) from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
     if not settings.WEBHOOK_ALLOW_PRIVATE and not all(_public(a) for a in addresses):
         raise TargetRefused(
-            "The URL points to a private, loopback or link-local address, which is not allowed."
+            gettext_noop("The URL points to a private, loopback or link-local address, which is not allowed.")
         )
     return addresses
 

@@ -2,11 +2,12 @@ from importlib import import_module
 
 from django.apps import AppConfig
 from django.conf import settings
+from django.utils.translation import gettext_lazy as _
 
 
 class JobsConfig(AppConfig):
     name = "jobs"
-    verbose_name = "Jobs"
+    verbose_name = _("Jobs")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 from django_fsm import FSMField, FSMModelMixin, TransitionNotAllowed, transition
 
 from jobs import pipelines
@@ -155,6 +156,8 @@ class Job(FSMModelMixin, models.Model):
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        verbose_name = _("job")
+        verbose_name_plural = _("jobs")
         ordering = ["-created_at"]
         # Operator powers beyond the routine actions (see jobs/admin/actions.py).
         permissions = [
@@ -499,6 +502,8 @@ class StageRun(models.Model):
     hints = models.JSONField(default=dict, blank=True)
 
     class Meta:
+        verbose_name = _("stage run")
+        verbose_name_plural = _("stage runs")
         ordering = ["started_at", "id"]
         constraints = [
             models.UniqueConstraint(
@@ -543,6 +548,8 @@ class JobEvent(models.Model):
     reason = models.CharField(max_length=500, blank=True, default="")
 
     class Meta:
+        verbose_name = _("job event")
+        verbose_name_plural = _("job events")
         ordering = ["id"]
         indexes = [
             models.Index(fields=["job", "id"], name="jobevent_job_id"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.utils.translation import gettext_noop
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
@@ -17,6 +18,7 @@ from documents.api.views import ACTION_ERRORS, ERRORS, TenantView
 from documents.models import Batch
 from documents.services.batches import Upload, batch_cancel, batch_create, batch_items, file_counts
 from documents.services.collections import collection_of
+from documents.texts import Text
 
 MAX_FILES = 100
 
@@ -58,14 +60,19 @@ class BatchesView(TenantView):
         reject_unknown(request.data, BatchIn().fields, also=FORM_TOKENS)
         uploads = request.FILES.getlist("files")
         if not uploads:
-            raise ApiError(400, "no_files", "Send one or more files, each in a field named 'files'.")
+            raise ApiError(
+                400, "no_files", gettext_noop("Send one or more files, each in a field named 'files'.")
+            )
         if len(uploads) > MAX_FILES:
-            raise ApiError(400, "too_many_files", f"Send at most {MAX_FILES} files per batch.")
+            message = Text(gettext_noop("Send at most %(count)s files per batch."), count=MAX_FILES)
+            raise ApiError(400, "too_many_files", message)
         collection = None
         if request.POST.get("collection"):
             collection = collection_of(self.tenant, request.POST["collection"])
             if collection is None:  # unknown, malformed or another tenant's
-                raise ApiError(404, "collection_not_found", "No such collection in your workspace.")
+                raise ApiError(
+                    404, "collection_not_found", gettext_noop("No such collection in your workspace.")
+                )
         batch = batch_create(
             tenant=self.tenant,
             files=[Upload(u.name or "", u) for u in uploads],
@@ -80,10 +87,10 @@ class BatchOfTenant(TenantView):
         try:
             pk = uuid.UUID(batch_id)
         except ValueError:
-            raise ApiError(404, "not_found", "Not found.") from None
+            raise ApiError(404, "not_found", gettext_noop("Not found.")) from None
         found = Batch.objects.filter(tenant=self.tenant, pk=pk).first()
         if found is None:
-            raise ApiError(404, "not_found", "Not found.")
+            raise ApiError(404, "not_found", gettext_noop("Not found."))
         return found
 
 

@@ -36,6 +36,7 @@ from documents.services.delete import DeleteResult
 from documents.services.reindex import Counts, counts
 from documents.services.storage import bytes_kept_until
 from documents.services.upload import UploadResult
+from documents.texts import localize
 from jobs import rules
 from jobs.models import Job, JobEvent, Status
 from jobs.rules import JobState
@@ -476,4 +477,5 @@ _ERROR = ErrorOutEnvelope()
 
 
 def error_body(code: str, message: str, detail: Any = None) -> dict[str, Any]:
-    return _ERROR.to_representation(ErrorInfo(code, message, detail))
+    """The error envelope; the message is said in the request's language (the code stays)."""
+    return _ERROR.to_representation(ErrorInfo(code, localize(message), detail))

@@ -7,6 +7,7 @@ of the published total.
 
 from __future__ import annotations
 
+from django.utils.translation import gettext_noop
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import JSONParser
@@ -60,7 +61,9 @@ class ReindexView(TenantView):
         except ReindexRefused as refused:
             raise ApiError(refused.http_status, refused.code, refused.message) from None
         except QueueFull:
-            raise ApiError(429, "quota_exceeded", "The workspace's queue is full. Try again later.") from None
+            raise ApiError(
+                429, "quota_exceeded", gettext_noop("The workspace's queue is full. Try again later.")
+            ) from None
         return Response(reindex_status(job), status=status.HTTP_202_ACCEPTED)
 
 
@@ -71,7 +74,7 @@ class ReindexOfTenant(TenantView):
         except Exception:  # not a job id at all (a malformed UUID)
             found = None
         if found is None:
-            raise ApiError(404, "not_found", "Not found.")
+            raise ApiError(404, "not_found", gettext_noop("Not found."))
         return found
 
 

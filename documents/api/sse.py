@@ -22,6 +22,7 @@ from django.db import connection
 from django.db.models import Subquery
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from django.utils.translation import gettext_noop
 from django.views.decorators.csrf import csrf_exempt
 
 from documents.api import notify, sse_caps
@@ -217,7 +218,7 @@ async def _stream(version_pk: Any, job_id: str, last_id: int | None, user_id: An
 async def job_events(request: HttpRequest, document_id: str, job_id: str) -> HttpResponseBase:
     if request.method not in ("GET", "HEAD"):
         refused = JsonResponse(
-            error_body("method_not_allowed", "This method is not allowed here."), status=405
+            error_body("method_not_allowed", gettext_noop("This method is not allowed here.")), status=405
         )
         refused["Allow"] = "GET, HEAD"
         return refused
@@ -237,14 +238,18 @@ async def job_events(request: HttpRequest, document_id: str, job_id: str) -> Htt
     # (5,000 digits passed Python's own digit limit and answered 500).
     if header and not (header.isascii() and header.isdigit() and len(header) <= _MAX_ID_DIGITS):
         return JsonResponse(
-            error_body("invalid_last_event_id", "Last-Event-ID must be an event id from this stream."),
+            error_body(
+                "invalid_last_event_id", gettext_noop("Last-Event-ID must be an event id from this stream.")
+            ),
             status=400,
         )
     last_id = int(header) if header else None
     over_cap = await sse_caps.astream_open(user_id)
     if over_cap is not None:
         limited = JsonResponse(
-            error_body("too_many_streams", "Too many open event streams. Close one and try again."),
+            error_body(
+                "too_many_streams", gettext_noop("Too many open event streams. Close one and try again.")
+            ),
             status=429,
         )
         limited["Retry-After"] = "5"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext_noop
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions, status
 from rest_framework.pagination import PageNumberPagination
@@ -41,6 +42,7 @@ from documents.services.delete import DeleteRefused, DeleteResult, document_dele
 from documents.services.storage import storage_usage
 from documents.services.upload import UploadResult, document_upload
 from documents.templatetags.search_marks import highlight
+from documents.texts import Text
 from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES
 from jobs.models import Actor
 from jobs.services.lifecycle import job_cancel, job_retry
@@ -88,7 +90,7 @@ class TenantView(APIView):
     def document(self, document_id: Any) -> Document:
         document = access_document(self.tenant, document_id)
         if document is None:
-            raise ApiError(404, "not_found", "Not found.")
+            raise ApiError(404, "not_found", gettext_noop("Not found."))
         return document
 
     def upload(self, request: Request, document: Document | None = None) -> Response:
@@ -101,7 +103,9 @@ class TenantView(APIView):
         if document is None and form.validated_data.get("collection") is not None:
             collection = collection_of(self.tenant, form.validated_data["collection"])
             if collection is None:
-                raise ApiError(404, "collection_not_found", "No such collection in your workspace.")
+                raise ApiError(
+                    404, "collection_not_found", gettext_noop("No such collection in your workspace.")
+                )
         result = document_upload(
             tenant=self.tenant,
             data=upload,
@@ -117,7 +121,7 @@ class TenantView(APIView):
     def version(self, document_id: Any, job_id: Any) -> DocumentVersion:
         version = access_version_by_job(self.tenant, document_id, job_id)
         if version is None or version.job is None:
-            raise ApiError(404, "not_found", "Not found.")
+            raise ApiError(404, "not_found", gettext_noop("Not found."))
         return version
 
 
@@ -189,14 +193,21 @@ class DocumentView(TenantView):
         document = self.document(document_id)
         data = request.data
         if not isinstance(data, dict):
-            raise DocumentInputError("body", "invalid_body", "The body must be a JSON object.")
+            raise DocumentInputError("body", "invalid_body", gettext_noop("The body must be a JSON object."))
         unknown = sorted(str(name) for name in data if name not in PATCH_FIELDS)
         if unknown:
             raise DocumentInputError(
-                unknown[0][:64], "unknown_field", f"Only {' and '.join(PATCH_FIELDS)} can be changed."
+                unknown[0][:64],
+                "unknown_field",
+                Text(
+                    gettext_noop("Only these fields can be changed: %(fields)s."),
+                    fields=", ".join(PATCH_FIELDS),
+                ),
             )
         if not data:
-            raise DocumentInputError("body", "nothing_to_change", "Send a title, attributes or both.")
+            raise DocumentInputError(
+                "body", "nothing_to_change", gettext_noop("Send a title, attributes or both.")
+            )
         title, attributes = data.get("title"), data.get("attributes")
         # An explicit null is refused like any other bad value, not read as "leave it as is".
         if "title" in data and title is None:
@@ -223,7 +234,7 @@ class DocumentViewWithoutSlash(DocumentView):
 def deletion_answer(result: DeleteResult | None) -> Response:
     """202 with the deletion while its cleanup runs, 204 once nothing remains to clean."""
     if result is None:
-        raise ApiError(404, "not_found", "Not found.")
+        raise ApiError(404, "not_found", gettext_noop("Not found."))
     if not result.pending:
         return Response(status=status.HTTP_204_NO_CONTENT)
     body = out.deletion_out(result)
@@ -286,7 +297,7 @@ class VersionProcessAgainView(TenantView):
     def post(self, request: Request, document_id: str, number: str) -> Response:
         version = access_version(self.tenant, document_id, number)
         if version is None:
-            raise ApiError(404, "not_found", "Not found.")
+            raise ApiError(404, "not_found", gettext_noop("Not found."))
         result = version_process_again(version=version, user=request.user)
         assert result.job is not None
         return Response(out.job_status(result.version, result.job), status=status.HTTP_201_CREATED)
@@ -343,8 +354,10 @@ class SearchView(TenantView):
             raise ApiError(
                 status.HTTP_503_SERVICE_UNAVAILABLE,
                 "search_unavailable",
-                "Search by meaning is unavailable right now (the embedding service failed). "
-                "Search with mode=lexical or hybrid, or try again later.",
+                gettext_noop(
+                    "Search by meaning is unavailable right now (the embedding service failed). "
+                    "Search with mode=lexical or hybrid, or try again later."
+                ),
             ) from None
         return Response({"query": q, "mode": mode, "results": [hit_out(h, q) for h in hits]})
 

@@ -21,6 +21,7 @@ from documents.engines.sniff import (
     read_zip_directory,
     sniff,
 )
+from documents.texts import Text, gettext_noop
 
 MB = 1024 * 1024
 
@@ -94,7 +95,9 @@ def validate_upload(
     if len(content) > max_bytes:
         raise UploadRejected(
             RejectCode.FILE_TOO_LARGE,
-            f"The file is larger than the limit of {_human_size(max_bytes)}.",
+            Text(
+                gettext_noop("The file is larger than the limit of %(limit)s."), limit=_human_size(max_bytes)
+            ),
             detail=f"read more than {max_bytes} bytes",
         )
     safe_name = safe_filename(filename)

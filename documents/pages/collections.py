@@ -25,6 +25,7 @@ from documents.services.collections import (
     collection_of,
     collections_of,
 )
+from documents.texts import localize
 
 CHUNKS_PER_PAGE = 20
 
@@ -42,7 +43,7 @@ def collection_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
                 description=request.POST.get("description", ""),
             )
         except CollectionInputError as exc:
-            error, http_status = _(exc.message), 400
+            error, http_status = localize(exc.message), 400
         else:
             messages.success(request, _("Collection created."))
             return _see_other(reverse("collection", args=[made.pk]))

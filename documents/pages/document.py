@@ -42,6 +42,7 @@ from documents.selectors import (
 from documents.services.collections import collection_of, collections_of
 from documents.services.upload import UploadResult, document_upload
 from documents.templatetags.status_words import js_catalog
+from documents.texts import localize
 from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES, page_throttled
 from jobs.errors import JobConflict
 from jobs.models import FINISHED, Actor, Status
@@ -279,7 +280,7 @@ def search_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
         try:
             filters = parse_filter_json(filter_text)
         except FilterError as exc:
-            filter_error = exc.message
+            filter_error = localize(exc.message)
     # A collection of another workspace (or none such) scopes to nothing: the search is the tenant's.
     chosen = collection_of(tenant, request.GET["collection"]) if request.GET.get("collection") else None
     collection_ids = [chosen.pk] if chosen else ([] if request.GET.get("collection") else None)

@@ -14,6 +14,7 @@ from documents.engines.validation import RejectCode, UploadRejected
 from documents.models import Tenant
 from documents.services.storage import StorageQuotaExceeded
 from documents.services.upload import QUOTA_EXCEEDED
+from documents.texts import localize
 
 
 class UploadForm(forms.Form):
@@ -83,4 +84,4 @@ def rejection_message(exc: UploadRejected, tenant: Tenant) -> str:
             "limit": filesizeformat(exc.limit),
             "size": filesizeformat(exc.adding),
         }
-    return gettext(exc.message)
+    return localize(exc.message)

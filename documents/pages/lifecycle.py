@@ -17,6 +17,7 @@ from documents.pages.document import _see_other, tenant_required
 from documents.selectors import access_document, access_version
 from documents.services.again import version_process_again
 from documents.services.delete import document_delete
+from documents.texts import localize
 from jobs.errors import JobConflict
 
 
@@ -48,9 +49,9 @@ def version_process_again_view(
     try:
         result = version_process_again(version=version, user=request.user)
     except JobConflict as refused:
-        messages.error(request, _(refused.message))
+        messages.error(request, localize(refused.message))
     except UploadRejected as rejected:  # the workspace's queue is full
-        messages.error(request, _(rejected.message))
+        messages.error(request, localize(rejected.message))
     else:
         messages.success(
             request,

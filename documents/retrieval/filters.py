@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, cast, get_args
 
 from documents.attributes import KEY_PATTERN, Scalar, ValueProblem, check_value, is_valid_key
+from documents.texts import Text, gettext_noop
 
 ComparisonType = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "nin"]
 CompoundType = Literal["and", "or"]
@@ -53,7 +54,8 @@ MAX_LIST_VALUES = 100
 
 class FilterError(ValueError):
     """A filter that cannot be run: ``field`` is the path of the offending part, ``message`` is safe
-    to show to the user (it never repeats the submitted value)."""
+    to show to the user (it never repeats the submitted value), in English: an edge that shows it
+    says it in the reader's language with ``documents.texts.localize``."""
 
     code = "invalid_filter"
 
@@ -97,27 +99,31 @@ def parse_filter_json(text: str | bytes, *, field: str = "filters") -> Filter:
     try:
         obj = json.loads(text)
     except (ValueError, RecursionError):
-        raise FilterError(field, "Must be a JSON object.") from None
+        raise FilterError(field, gettext_noop("Must be a JSON object.")) from None
     return parse_filter(obj, field=field)
 
 
 def _parse(obj: object, path: str, depth: int, counter: list[int]) -> Filter:
     if not isinstance(obj, dict):
-        raise FilterError(path, "Must be an object with a 'type'.")
+        raise FilterError(path, gettext_noop("Must be an object with a 'type'."))
     kind = obj.get("type")
     if kind in COMPOUND_TYPES:
         return _parse_compound(obj, cast(CompoundType, kind), path, depth, counter)
     if kind in COMPARISON_TYPES:
         return _parse_comparison(obj, cast(ComparisonType, kind), path, counter)
     allowed = ", ".join(COMPARISON_TYPES + COMPOUND_TYPES)
-    raise FilterError(f"{path}.type", f"Must be one of: {allowed}.")
+    raise FilterError(f"{path}.type", Text(gettext_noop("Must be one of: %(allowed)s."), allowed=allowed))
 
 
 def _reject_extra(obj: dict[str, Any], allowed: set[str], path: str) -> None:
     extra = sorted(k for k in obj if k not in allowed)
     if extra:
         name = extra[0] if is_valid_key(extra[0]) else "?"
-        raise FilterError(f"{path}.{name}", f"Unknown field; expected only: {', '.join(sorted(allowed))}.")
+        expected = ", ".join(sorted(allowed))
+        raise FilterError(
+            f"{path}.{name}",
+            Text(gettext_noop("Unknown field; expected only: %(expected)s."), expected=expected),
+        )
 
 
 def _parse_compound(
@@ -125,10 +131,12 @@ def _parse_compound(
 ) -> Compound:
     _reject_extra(obj, {"type", "filters"}, path)
     if depth > MAX_DEPTH:
-        raise FilterError(path, f"Filters nest at most {MAX_DEPTH} levels deep.")
+        raise FilterError(
+            path, Text(gettext_noop("Filters nest at most %(depth)s levels deep."), depth=MAX_DEPTH)
+        )
     children = obj.get("filters")
     if not isinstance(children, list) or not children:
-        raise FilterError(f"{path}.filters", "Must be a non-empty list of filters.")
+        raise FilterError(f"{path}.filters", gettext_noop("Must be a non-empty list of filters."))
     parsed = tuple(
         _parse(child, f"{path}.filters[{i}]", depth + 1, counter) for i, child in enumerate(children)
     )
@@ -139,26 +147,36 @@ def _parse_comparison(obj: dict[str, Any], kind: ComparisonType, path: str, coun
     _reject_extra(obj, {"type", "key", "value"}, path)
     counter[0] += 1
     if counter[0] > MAX_CONDITIONS:
-        raise FilterError(path, f"A filter holds at most {MAX_CONDITIONS} comparisons.")
+        message = Text(gettext_noop("A filter holds at most %(count)s comparisons."), count=MAX_CONDITIONS)
+        raise FilterError(path, message)
     key = obj.get("key")
     if not is_valid_key(key):
-        raise FilterError(f"{path}.key", f"Must be an attribute name matching {KEY_PATTERN}.")
+        message = Text(gettext_noop("Must be an attribute name matching %(pattern)s."), pattern=KEY_PATTERN)
+        raise FilterError(f"{path}.key", message)
     if "value" not in obj:
-        raise FilterError(f"{path}.value", "This field is required.")
+        raise FilterError(f"{path}.value", gettext_noop("This field is required."))
     raw = obj["value"]
     vpath = f"{path}.value"
     if kind in LIST_TYPES:
         if not isinstance(raw, list) or not raw:
-            raise FilterError(vpath, f"'{kind}' takes a non-empty list of values.")
+            raise FilterError(
+                vpath, Text(gettext_noop("'%(type)s' takes a non-empty list of values."), type=kind)
+            )
         if len(raw) > MAX_LIST_VALUES:
-            raise FilterError(vpath, f"A list holds at most {MAX_LIST_VALUES} values.")
+            raise FilterError(
+                vpath, Text(gettext_noop("A list holds at most %(count)s values."), count=MAX_LIST_VALUES)
+            )
         values = tuple(_scalar(item, f"{vpath}[{i}]") for i, item in enumerate(raw))
         return Comparison(type=kind, key=cast(str, key), value=values)
     if isinstance(raw, list):
-        raise FilterError(vpath, f"'{kind}' takes one value; use 'in' or 'nin' for a list.")
+        message = Text(gettext_noop("'%(type)s' takes one value; use 'in' or 'nin' for a list."), type=kind)
+        raise FilterError(vpath, message)
     value = _scalar(raw, vpath)
     if kind in RANGE_TYPES and isinstance(value, bool):
-        raise FilterError(vpath, f"'{kind}' compares numbers, dates or strings, not booleans.")
+        message = Text(
+            gettext_noop("'%(type)s' compares numbers, dates or strings, not booleans."), type=kind
+        )
+        raise FilterError(vpath, message)
     return Comparison(type=kind, key=cast(str, key), value=value)
 
 

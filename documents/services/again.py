@@ -14,6 +14,7 @@ import uuid
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.utils.translation import gettext_noop
 
 from documents.engines.sniff import Kind
 from documents.engines.validation import ValidatedUpload
@@ -77,7 +78,7 @@ def version_process_again(
     """
     job = Job.objects.filter(pk=version.job_id).first() if version.job_id else None
     if job is None or not version.file.name:
-        raise TransitionRefused("This version has no processing to run again.")
+        raise TransitionRefused(gettext_noop("This version has no processing to run again."))
     rules.check("process_again", job)
     check_quota(version.document.tenant)
     check_storage(version.document.tenant, version.size)  # the copy below is stored bytes too

@@ -11,6 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from django.utils.translation import gettext_noop
+
 from documents.attributes import (
     KEY_PATTERN,
     MAX_ATTRIBUTES,
@@ -20,6 +22,7 @@ from documents.attributes import (
     is_valid_key,
 )
 from documents.models import Document
+from documents.texts import Text
 
 TITLE_MAX_LENGTH = 300
 
@@ -53,11 +56,15 @@ def check_attributes(raw: object, *, field: str = "attributes") -> dict[str, Sca
     """
     if not isinstance(raw, Mapping):
         raise DocumentInputError(
-            field, "attributes_not_object", "Attributes must be a JSON object of names and values."
+            field,
+            "attributes_not_object",
+            gettext_noop("Attributes must be a JSON object of names and values."),
         )
     if len(raw) > MAX_ATTRIBUTES:
         raise DocumentInputError(
-            field, "too_many_attributes", f"A document has at most {MAX_ATTRIBUTES} attributes."
+            field,
+            "too_many_attributes",
+            Text(gettext_noop("A document has at most %(count)s attributes."), count=MAX_ATTRIBUTES),
         )
     checked: dict[str, Scalar] = {}
     for key, value in raw.items():
@@ -65,8 +72,14 @@ def check_attributes(raw: object, *, field: str = "attributes") -> dict[str, Sca
             raise DocumentInputError(
                 field,
                 "invalid_attribute_key",
-                f"“{_shown_key(key)}” is not a valid attribute name: names start with a letter or "
-                f"an underscore and hold up to 64 letters, digits, '_', '.' or '-' ({KEY_PATTERN}).",
+                Text(
+                    gettext_noop(
+                        "“%(key)s” is not a valid attribute name: names start with a letter or an "
+                        "underscore and hold up to 64 letters, digits, '_', '.' or '-' (%(pattern)s)."
+                    ),
+                    key=_shown_key(key),
+                    pattern=KEY_PATTERN,
+                ),
             )
         try:
             check_value(value)
@@ -82,7 +95,9 @@ def attributes_from_json(text: str | bytes, *, field: str = "attributes") -> dic
         raw = json.loads(text)
     except (ValueError, RecursionError):
         raise DocumentInputError(
-            field, "attributes_not_json", 'Attributes must be a JSON object, e.g. {"year": 2024}.'
+            field,
+            "attributes_not_json",
+            gettext_noop('Attributes must be a JSON object, e.g. {"year": 2024}.'),
         ) from None
     return check_attributes(raw, field=field)
 
@@ -90,11 +105,13 @@ def attributes_from_json(text: str | bytes, *, field: str = "attributes") -> dic
 def check_title(raw: object, *, field: str = "title") -> str:
     """A document title: text, not blank, at most ``TITLE_MAX_LENGTH`` characters."""
     if not isinstance(raw, str) or not raw.strip():
-        raise DocumentInputError(field, "invalid_title", "The title must be a non-empty text.")
+        raise DocumentInputError(field, "invalid_title", gettext_noop("The title must be a non-empty text."))
     title = raw.strip().replace("\x00", "")
     if len(title) > TITLE_MAX_LENGTH:
         raise DocumentInputError(
-            field, "invalid_title", f"The title is at most {TITLE_MAX_LENGTH} characters."
+            field,
+            "invalid_title",
+            Text(gettext_noop("The title is at most %(count)s characters."), count=TITLE_MAX_LENGTH),
         )
     return title
 

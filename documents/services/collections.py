@@ -14,8 +14,10 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F, QuerySet
+from django.utils.translation import gettext_noop
 
 from documents.models import Chunk, Collection, Document, Tenant
+from documents.texts import Text
 from jobs.models import Status
 
 DEFAULT_NAME = "Default"
@@ -48,10 +50,11 @@ class CollectionInputError(Exception):
 
 def _check_name(name: Any) -> str:
     if not isinstance(name, str) or not name.strip():
-        raise CollectionInputError("invalid_name", "A collection needs a name.", "name")
+        raise CollectionInputError("invalid_name", gettext_noop("A collection needs a name."), "name")
     name = name.strip()
     if len(name) > MAX_NAME or "\x00" in name:
-        raise CollectionInputError("invalid_name", f"The name must be at most {MAX_NAME} characters.", "name")
+        message = Text(gettext_noop("The name must be at most %(count)s characters."), count=MAX_NAME)
+        raise CollectionInputError("invalid_name", message, "name")
     return name
 
 
@@ -61,7 +64,10 @@ def _check_description(description: Any) -> str:
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION or "\x00" in description:
         raise CollectionInputError(
             "invalid_description",
-            f"The description must be text of at most {MAX_DESCRIPTION} characters.",
+            Text(
+                gettext_noop("The description must be text of at most %(count)s characters."),
+                count=MAX_DESCRIPTION,
+            ),
             "description",
         )
     return description
@@ -81,8 +87,15 @@ def _check_metadata(metadata: Any) -> dict[str, str]:
     if not ok:
         raise CollectionInputError(
             "invalid_metadata",
-            f"Metadata is at most {MAX_METADATA_KEYS} pairs of text keys (up to {MAX_METADATA_KEY} "
-            f"characters) and text values (up to {MAX_METADATA_VALUE}).",
+            Text(
+                gettext_noop(
+                    "Metadata is at most %(pairs)s pairs of text keys (up to %(key)s characters) and "
+                    "text values (up to %(value)s)."
+                ),
+                pairs=MAX_METADATA_KEYS,
+                key=MAX_METADATA_KEY,
+                value=MAX_METADATA_VALUE,
+            ),
             "metadata",
         )
     return dict(metadata)

@@ -21,6 +21,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from documents.models import Deletion, Document, DocumentVersion, Tenant
 from documents.services.publish import OUTPUTS_BY_STAGE, remove_outputs
@@ -80,7 +81,7 @@ def _stop_job(job_id: Any, actor_name: str) -> None:
             return
         except JobConflict:
             continue
-    raise JobConflict("The job kept changing; try again.", job_id=job_id)
+    raise JobConflict(gettext_noop("The job kept changing; try again."), job_id=job_id)
 
 
 def _record(
@@ -158,7 +159,9 @@ def version_delete(
             if Document.objects.filter(pk=pk, published_version=version).exists():
                 raise DeleteRefused(
                     "version_published",
-                    "This is the published version. Upload a newer version first, or delete the document.",
+                    gettext_noop(
+                        "This is the published version. Upload a newer version first, or delete the document."
+                    ),
                 )
             _stop_job(version.job_id, name)
         document = Document.objects.select_for_update().filter(tenant=tenant, pk=pk, deleted_at=None).first()
@@ -171,12 +174,14 @@ def version_delete(
         assert document is not None
         if document.published_version_id == version.pk:  # published while we looked
             raise DeleteRefused(
-                "version_published", "This is the published version; it cannot be deleted alone."
+                "version_published",
+                gettext_noop("This is the published version; it cannot be deleted alone."),
             )
         remaining = DocumentVersion.objects.filter(document=document, deleted_at=None).exclude(pk=version.pk)
         if not remaining.exists():
             raise DeleteRefused(
-                "last_version", "This is the document's only version: delete the document instead."
+                "last_version",
+                gettext_noop("This is the document's only version: delete the document instead."),
             )
         DocumentVersion.objects.filter(pk=version.pk).update(deleted_at=timezone.now())
         if document.latest_version_id == version.pk:

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from documents.causes import TARGET_GONE, VECTORS_MISSING
 from documents.embedders import UnknownEmbedder, configured_embedder, embedder_for, tenant_embedder_name
@@ -53,16 +54,22 @@ def reindex_start(
     try:
         target = embedder_for(embedder) if embedder else configured_embedder()
     except (UnknownEmbedder, ValueError):
-        raise ReindexRefused(400, "unknown_embedder", "No embedder of that name is available.") from None
+        raise ReindexRefused(
+            400, "unknown_embedder", gettext_noop("No embedder of that name is available.")
+        ) from None
     active = tenant_embedder_name(tenant)
     with transaction.atomic():
         # The tenant row is the lock: two concurrent starts must not both pass the check.
         locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
         running = locked.reindex_job
         if running is not None and running.status not in FINISHED:
-            raise ReindexRefused(409, "reindex_running", "A re-index of this workspace is already running.")
+            raise ReindexRefused(
+                409, "reindex_running", gettext_noop("A re-index of this workspace is already running.")
+            )
         if target.name == active:
-            raise ReindexRefused(409, "already_active", "The workspace already searches with that embedder.")
+            raise ReindexRefused(
+                409, "already_active", gettext_noop("The workspace already searches with that embedder.")
+            )
         number = Job.objects.filter(kind=KIND, subject_id=str(tenant.pk)).count() + 1
         job = job_create(
             kind=KIND,

@@ -29,9 +29,11 @@ from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet, Sum
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from documents.engines.validation import UploadRejected
 from documents.models import DocumentVersion, FileObject, Tenant
+from documents.texts import Text
 from jobs.models import Status
 from jobs.rules import JobState
 
@@ -49,11 +51,15 @@ class StorageQuotaExceeded(UploadRejected):
         Exception.__init__(self, "storage quota")
         self.code = STORAGE_QUOTA_EXCEEDED  # type: ignore[assignment]
         self.used, self.limit, self.adding = used, limit, adding
-        self.message = (
-            f"Your workspace stores {filesizeformat(used)} of its {filesizeformat(limit)} limit; "
-            f"this file ({filesizeformat(adding)}) does not fit. Delete documents you no longer need "
-            "(cancelled and failed versions count until they are freed) or ask an administrator "
-            "for a larger limit."
+        self.message = Text(
+            gettext_noop(
+                "Your workspace stores %(used)s of its %(limit)s limit; this file (%(size)s) does not fit. "
+                "Delete documents you no longer need (cancelled and failed versions count until they are "
+                "freed) or ask an administrator for a larger limit."
+            ),
+            used=filesizeformat(used),
+            limit=filesizeformat(limit),
+            size=filesizeformat(adding),
         )
         self.http_status = 413
         self.detail = ""

@@ -18,6 +18,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from documents.engines.validation import DocxLimits, UploadRejected, ValidatedUpload, validate_upload
 from documents.kinds import INGEST as KIND
@@ -26,6 +27,7 @@ from documents.services.attributes import check_attributes
 from documents.services.collections import default_collection
 from documents.services.dedup import processing_key, reusable_version
 from documents.services.storage import check_storage, lock_storage
+from documents.texts import Text
 from jobs.errors import TransitionRefused
 from jobs.models import Actor, Job
 from jobs.quotas import QueueFull, check_queue
@@ -41,9 +43,12 @@ class QuotaExceeded(UploadRejected):
     def __init__(self, limit: int) -> None:
         Exception.__init__(self, "quota")
         self.code = QUOTA_EXCEEDED  # type: ignore[assignment]
-        self.message = (
-            f"Your workspace already has {limit} documents waiting to be processed. "
-            "Try again when some have finished."
+        self.message = Text(
+            gettext_noop(
+                "Your workspace already has %(limit)s documents waiting to be processed. "
+                "Try again when some have finished."
+            ),
+            limit=limit,
         )
         self.http_status = 429
         self.detail = ""

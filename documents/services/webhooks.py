@@ -16,8 +16,10 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from documents.models import DocumentVersion, Tenant, WebhookEndpoint, WebhookMessage
+from documents.texts import Text
 from documents.webhook_delivery import TargetRefused, check_target, dispatch_message
 from jobs.models import Job, Status
 
@@ -61,7 +63,8 @@ def _check(url: str, events: Iterable[str]) -> list[str]:
     chosen = list(dict.fromkeys(events))
     unknown = [e for e in chosen if e not in EVENTS]
     if not chosen or unknown:
-        raise WebhookInvalid("invalid_events", f"Choose one or more of: {', '.join(EVENTS)}.")
+        message = Text(gettext_noop("Choose one or more of: %(events)s."), events=", ".join(EVENTS))
+        raise WebhookInvalid("invalid_events", message)
     try:
         check_target(url)
     except TargetRefused as exc:
@@ -75,7 +78,8 @@ def webhook_endpoint_create(
     """Register an endpoint; its ``secret`` is in the returned object and never shown again."""
     chosen = _check(url, events)
     if WebhookEndpoint.objects.filter(tenant=tenant).count() >= MAX_ENDPOINTS:
-        raise WebhookInvalid("too_many_endpoints", f"A workspace can have at most {MAX_ENDPOINTS} endpoints.")
+        message = Text(gettext_noop("A workspace can have at most %(count)s endpoints."), count=MAX_ENDPOINTS)
+        raise WebhookInvalid("too_many_endpoints", message)
     owner = user if isinstance(user, get_user_model()) else None
     return WebhookEndpoint.objects.create(
         tenant=tenant, url=url, events=chosen, secret=new_secret(), description=description, created_by=owner

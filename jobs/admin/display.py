@@ -6,6 +6,8 @@ import json
 from datetime import datetime
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from jobs.models import LEASED, Job
 
 DASH = "—"
@@ -39,7 +41,9 @@ def human_duration(seconds: float | None) -> str:
 
 
 def since(when: datetime | None, now: datetime) -> str:
-    return DASH if when is None else f"{human_duration((now - when).total_seconds())} ago"
+    if when is None:
+        return DASH
+    return _("%(duration)s ago") % {"duration": human_duration((now - when).total_seconds())}
 
 
 def lease_remaining(job: Job, now: datetime) -> str:
@@ -47,7 +51,9 @@ def lease_remaining(job: Job, now: datetime) -> str:
     if job.status not in LEASED or job.lease_expires_at is None:
         return DASH
     left = (job.lease_expires_at - now).total_seconds()
-    return human_duration(left) if left >= 0 else f"expired {human_duration(-left)} ago"
+    if left >= 0:
+        return human_duration(left)
+    return _("expired %(duration)s ago") % {"duration": human_duration(-left)}
 
 
 def checkpoint_summary(checkpoint: dict[str, Any] | None, limit: int = 60) -> str:

@@ -15,6 +15,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from jobs.admin.chart import throughput_svg
 from jobs.admin.display import human_duration, since
@@ -47,44 +49,60 @@ def _pct(value: int, limit: int | None) -> int:
 
 
 def _rate(failed: int, finished: int) -> str:
-    return f"{100 * failed / finished:.1f}% ({failed} of {finished})" if finished else "no attempts"
+    if not finished:
+        return _("no attempts")
+    return _("%(rate).1f%% (%(failed)s of %(finished)s)") % {
+        "rate": 100 * failed / finished,
+        "failed": failed,
+        "finished": finished,
+    }
 
 
-def _jobs_running(count: int) -> str:
-    return f"idle or busy; {count} job{'' if count == 1 else 's'} running"
+# The finished statuses' tiles; the status itself stays the value the job list filters on.
+_FINISHED_LABELS = {
+    Status.READY.value: gettext_lazy("Ready, 24 h"),
+    Status.FAILED.value: gettext_lazy("Failed, 24 h"),
+    Status.CANCELLED.value: gettext_lazy("Cancelled, 24 h"),
+}
+
+
+def _running(count: int) -> str:
+    return ngettext("%(count)s job", "%(count)s jobs", count) % {"count": count}
 
 
 def tiles(health: Health) -> list[Tile]:
+    """The figures at the top of the page, labelled in the request's language."""
     changelist = reverse("admin:jobs_job_changelist")
     totals = health.status_totals
+    busy = sum(w.running for w in health.workers)
     return [
-        Tile("Running", str(totals.get(Status.RUNNING, 0)), url=f"{changelist}?status__exact=running"),
-        Tile("Queued", str(totals.get(Status.QUEUED, 0)), url=f"{changelist}?status__exact=queued"),
+        Tile(_("Running"), str(totals.get(Status.RUNNING, 0)), url=f"{changelist}?status__exact=running"),
+        Tile(_("Queued"), str(totals.get(Status.QUEUED, 0)), url=f"{changelist}?status__exact=queued"),
         Tile(
-            "Stalled",
+            _("Stalled"),
             str(health.stalled),
-            "waiting for an operator" if health.stalled else "",
+            _("waiting for an operator") if health.stalled else "",
             alert=health.stalled > 0,
             url=reverse("admin:jobs_stalledjob_changelist"),
         ),
-        Tile("Oldest queued", human_duration(health.oldest_queued_age), "since it entered the queue"),
+        Tile(_("Oldest queued"), human_duration(health.oldest_queued_age), _("since it entered the queue")),
         Tile(
-            "Failure rate, 1 h",
+            _("Failure rate, 1 h"),
             _rate(health.attempts_hour.failed, health.attempts_hour.finished),
-            "of finished attempts",
+            _("of finished attempts"),
         ),
-        Tile("Failure rate, 24 h", _rate(health.attempts_day.failed, health.attempts_day.finished)),
+        Tile(_("Failure rate, 24 h"), _rate(health.attempts_day.failed, health.attempts_day.finished)),
         Tile(
-            "Live workers",
+            _("Live workers"),
             str(len(health.workers)),
-            _jobs_running(sum(w.running for w in health.workers)),
+            _("idle or busy; %(running)s running") % {"running": _running(busy)},
         ),
         # Final statuses only grow: counted as jobs that entered them in the window, not in total.
         *(
             Tile(
-                f"{f.status.capitalize()}, 24 h",
+                str(_FINISHED_LABELS.get(f.status, f"{f.status.capitalize()}, 24 h")),
                 str(f.day),
-                f"entered in the last 24 h ({f.hour} in the last hour)",
+                _("entered in the last 24 h (%(hour)s in the last hour)") % {"hour": f.hour},
                 url=f"{changelist}?status__exact={f.status}",
             )
             for f in health.finished
@@ -157,7 +175,7 @@ def health_view(admin_site: AdminSite) -> Callable[[HttpRequest], HttpResponse]:
             raise PermissionDenied
         context = {
             **admin_site.each_context(request),
-            "title": "Job health",
+            "title": _("Job health"),
             "subtitle": None,
             **health_context(snapshot()),
         }

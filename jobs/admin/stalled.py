@@ -17,6 +17,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
 
 from jobs.admin import display
 from jobs.admin.actions import can_give_up, can_take_over
@@ -30,8 +31,8 @@ class StalledJob(Job):
     class Meta:
         proxy = True
         app_label = "jobs"
-        verbose_name = "stalled job"
-        verbose_name_plural = "stalled jobs"
+        verbose_name = _("stalled job")
+        verbose_name_plural = _("stalled jobs")
         ordering = ["stalled_at"]
         default_permissions = ()
 
