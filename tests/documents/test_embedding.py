@@ -13,14 +13,9 @@ import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from documents.engines.embedding import (
-    Embedder,
-    HashingEmbedder,
-    HttpEmbedder,
-    LocalLimiter,
-    get_embedder,
-    parse_retry_after,
-)
+from documents.embedders import Embedder, get_embedder
+from documents.embedders.hashing import HashingEmbedder
+from documents.embedders.http import HttpEmbedder, LocalLimiter, parse_retry_after
 from jobs.errors import StageFailure
 from tests.timing import hold_for
 
@@ -62,7 +57,7 @@ def test_embedding_nothing_gives_an_empty_matrix() -> None:
 def test_same_text_gives_the_same_vector_in_another_process() -> None:
     # A different PYTHONHASHSEED changes str hashes; the embedder must not depend on them.
     script = (
-        "import sys; from documents.engines.embedding import HashingEmbedder; "
+        "import sys; from documents.embedders.hashing import HashingEmbedder; "
         f"sys.stdout.buffer.write(HashingEmbedder(512).embed({TEXTS!r}).tobytes())"
     )
     outputs = [

