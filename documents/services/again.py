@@ -15,7 +15,6 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
-from documents.engines.sniff import Kind
 from documents.engines.validation import ValidatedUpload
 from documents.kinds import INGEST as KIND
 from documents.models import Document, DocumentVersion
@@ -85,7 +84,7 @@ def version_process_again(
     name = f"uploads/{tenant.slug}/{uuid.uuid4().hex}.{extension}"
     stored = default_storage.save(name, ContentFile(content))
     checked = ValidatedUpload(
-        kind=Kind(version.kind),
+        kind=version.kind,
         content_type=version.content_type,
         size=version.size,
         sha256=version.sha256,
