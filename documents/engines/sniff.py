@@ -45,7 +45,7 @@ def sniff(data: bytes, *, filename: str = "") -> Sniffed | None:
         return Sniffed(kind)
     claimants = [
         parser.sniff_binary
-        for parser in parsers.parsers()
+        for parser in parsers.registered()
         if parser.sniff_binary is not None and data.startswith(parser.signatures)
     ]
     if claimants:  # a container that no claimant recognises is nothing we read, not text

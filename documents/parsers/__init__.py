@@ -193,7 +193,7 @@ def magic_kind(mime: str) -> str | None:
     return _magic.get(mime)
 
 
-def parsers() -> list[Parser]:
+def registered() -> list[Parser]:
     """The registered parsers, in the order they were registered."""
     _load()
     return list(_order)
@@ -201,5 +201,5 @@ def parsers() -> list[Parser]:
 
 def text_sniffers() -> list[Callable[[str, str], str | None]]:
     """The parsers' text sniffers, in their ``sniff_order``."""
-    ordered = sorted(parsers(), key=lambda parser: parser.sniff_order)
+    ordered = sorted(registered(), key=lambda parser: parser.sniff_order)
     return [parser.sniff_text for parser in ordered if parser.sniff_text is not None]

@@ -71,7 +71,7 @@ def test_a_kind_claimed_twice_is_refused_and_changes_nothing(
         parsers.register(impostor)
     assert "tsv" not in parsers.kind_names()
     assert parsers.parser_for(Kind.PDF) is not impostor
-    assert parsers.parsers().count(csv_registered) == 1
+    assert parsers.registered().count(csv_registered) == 1
     pdf = files.save(tmp_path, "report.pdf", files.text_pdf())
     assert [page.text for page in parse(pdf, Kind.PDF)] == list(files.PAGE_PHRASES)
 
