@@ -1,4 +1,5 @@
-"""Check an upload before anything is stored: size, type by content, DOCX bombs and the file name.
+"""Check an upload before anything is stored: size, type by content, the kind's own checks (the
+parser's: DOCX bombs) and the file name.
 
 Every rejection has its own code, HTTP status and a short message that is safe to show the user;
 ``detail`` on the exception is for logs and operators only.
@@ -10,17 +11,13 @@ import enum
 import hashlib
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Protocol
+from typing import Any, Protocol
 
-from documents.engines.sniff import (
-    DOCX_REQUIRED_MEMBERS,
-    Kind,
-    ZipDirectoryTooLarge,
-    read_zip_directory,
-    sniff,
-)
+from documents import parsers
+from documents.engines.sniff import sniff
 from documents.texts import Text, gettext_noop
 
 MB = 1024 * 1024
@@ -60,7 +57,7 @@ class UploadRejected(Exception):
 class ValidatedUpload:
     """An accepted upload. ``content`` is exactly the bytes that were checked and hashed."""
 
-    kind: Kind
+    kind: str
     content_type: str
     size: int
     sha256: str
@@ -82,12 +79,19 @@ UNSUPPORTED_MESSAGE = (
 
 
 def validate_upload(
-    data: bytes | Readable, *, filename: str, max_bytes: int, docx_limits: DocxLimits | None = None
+    data: bytes | Readable,
+    *,
+    filename: str,
+    max_bytes: int,
+    check_limits: Mapping[str, Any] | None = None,
+    docx_limits: Any = None,
 ) -> ValidatedUpload:
     """Check an upload by its content and return what it is, or raise :class:`UploadRejected`.
 
     At most ``max_bytes + 1`` bytes are read from a file-like ``data``. The client's name and MIME
-    type are never trusted: the type comes from the content, the name is sanitised.
+    type are never trusted: the type comes from the content, the name is sanitised. The kind's
+    parser may check it further with its limits from ``check_limits`` (by kind name; its own
+    defaults when absent); ``docx_limits`` is short for ``check_limits["docx"]``.
     """
     content = _read_bounded(data, max_bytes)
     if not content:
@@ -107,22 +111,21 @@ def validate_upload(
             "The file name is not usable. Rename the file and upload it again.",
             detail=f"nothing left of {filename!r} after sanitising",
         )
+    limits = {**(check_limits or {}), **({"docx": docx_limits} if docx_limits is not None else {})}
     try:
         sniffed = sniff(content, filename=safe_name)
-    except ZipDirectoryTooLarge as exc:
-        raise _docx_rejection(ArchiveProblem.TOO_MANY_ENTRIES, str(exc)) from exc
-    if sniffed is None:
-        raise UploadRejected(
-            RejectCode.UNSUPPORTED_TYPE, UNSUPPORTED_MESSAGE, detail="no supported signature"
-        )
-    if sniffed.kind is Kind.DOCX:
-        try:
-            check_docx_archive(content, limits=docx_limits or DOCX_LIMITS)
-        except DocxArchiveRejected as exc:
-            raise _docx_rejection(exc.problem, exc.detail) from exc
+        if sniffed is None:
+            raise UploadRejected(
+                RejectCode.UNSUPPORTED_TYPE, UNSUPPORTED_MESSAGE, detail="no supported signature"
+            )
+        check = parsers.parser_for(sniffed.kind).check_upload
+        if check is not None:
+            check(content, limits.get(sniffed.kind))
+    except parsers.UploadCheckFailed as exc:
+        raise _check_rejection(exc) from exc
     return ValidatedUpload(
         kind=sniffed.kind,
-        content_type=sniffed.kind.content_type,
+        content_type=parsers.file_kind(sniffed.kind).content_type,
         size=len(content),
         sha256=hashlib.sha256(content).hexdigest(),
         safe_name=safe_name,
@@ -157,100 +160,11 @@ def _human_size(size: int) -> str:
     return f"{size} bytes"
 
 
-# --- DOCX archives -----------------------------------------------------------------------------
-
-
-class ArchiveProblem(enum.StrEnum):
-    """What the DOCX zip pre-check found wrong."""
-
-    NOT_A_ZIP = "not_a_zip"
-    NOT_DOCX = "not_docx"
-    TOO_MANY_ENTRIES = "too_many_entries"
-    TOO_LARGE = "too_large"
-    ENCRYPTED = "encrypted"
-
-
-class DocxArchiveRejected(ValueError):
-    """The zip pre-check refused a DOCX; ``detail`` says why, for operators."""
-
-    def __init__(self, problem: ArchiveProblem, detail: str) -> None:
-        super().__init__(detail)
-        self.problem = problem
-        self.detail = detail
-
-
-@dataclass(frozen=True, slots=True)
-class DocxLimits:
-    """What a DOCX may expand to. python-docx holds every part in memory: a 2.1 MB file expanding to
-    2 GiB exhausted memory, and the zip directory is the only cheap place to stop it."""
-
-    max_member_bytes: int = 100 * MB
-    max_total_bytes: int = 300 * MB
-    max_ratio: float = 200
-    # Small members compress absurdly well (a page of spaces) yet cannot exhaust memory.
-    ratio_floor_bytes: int = MB
-    # XML parts are parsed into trees (about 17x their size in memory): a 95 MB document.xml
-    # inside a 12.6 MB DOCX passed the limits above and parsed for over 10 minutes at 1.6 GB.
-    # Media parts (images) are only copied, so they keep the larger member limit.
-    max_xml_member_bytes: int = 25 * MB
-
-
-DOCX_LIMITS = DocxLimits()
-# General purpose bit 0 of a zip entry: the member is encrypted.
-_ENCRYPTED_FLAG = 0x1
-
-
-def check_docx_archive(data: bytes, *, limits: DocxLimits = DOCX_LIMITS) -> None:
-    """Refuse a DOCX whose zip directory shows a bomb, encryption or missing parts.
-
-    Reads only the directory. Its sizes can be trusted because zipfile (which python-docx uses)
-    stops at a member's declared size and fails the CRC check if the data goes on.
-    Raises :class:`DocxArchiveRejected`.
-    """
-    try:
-        members = read_zip_directory(data)
-    except ZipDirectoryTooLarge as exc:
-        raise DocxArchiveRejected(ArchiveProblem.TOO_MANY_ENTRIES, str(exc)) from exc
-    if members is None:
-        raise DocxArchiveRejected(ArchiveProblem.NOT_A_ZIP, "not a readable zip archive")
-    missing = DOCX_REQUIRED_MEMBERS - {member.filename for member in members}
-    if missing:
-        raise DocxArchiveRejected(ArchiveProblem.NOT_DOCX, f"zip lacks {sorted(missing)}")
-    encrypted = [member.filename for member in members if member.flag_bits & _ENCRYPTED_FLAG]
-    if encrypted:
-        raise DocxArchiveRejected(ArchiveProblem.ENCRYPTED, f"encrypted members: {encrypted[:5]}")
-    total = 0
-    for member in members:
-        size, packed = member.file_size, max(member.compress_size, 1)
-        xml = member.filename.endswith((".xml", ".rels"))
-        if size > limits.max_member_bytes or (xml and size > limits.max_xml_member_bytes):
-            raise DocxArchiveRejected(
-                ArchiveProblem.TOO_LARGE, f"{member.filename!r} expands to {size} bytes"
-            )
-        if size > limits.ratio_floor_bytes and size > limits.max_ratio * packed:
-            raise DocxArchiveRejected(
-                ArchiveProblem.TOO_LARGE,
-                f"{member.filename!r} expands {size / packed:.0f}x ({packed} -> {size} bytes)",
-            )
-        total += size
-    if total > limits.max_total_bytes:
-        raise DocxArchiveRejected(ArchiveProblem.TOO_LARGE, f"members expand to {total} bytes in total")
-
-
-_DOCX_MESSAGES = {
-    ArchiveProblem.TOO_MANY_ENTRIES: "This DOCX file has too many internal parts to open safely.",
-    ArchiveProblem.TOO_LARGE: "This DOCX file expands to more data than can be opened safely.",
-    ArchiveProblem.ENCRYPTED: (
-        "This DOCX file has password-protected parts. Remove the password and upload it again."
-    ),
-}
-
-
-def _docx_rejection(problem: ArchiveProblem, detail: str) -> UploadRejected:
-    message = _DOCX_MESSAGES.get(problem)
-    if message is None:  # not a zip, or a zip without the DOCX parts: simply not a type we take
-        return UploadRejected(RejectCode.UNSUPPORTED_TYPE, UNSUPPORTED_MESSAGE, detail=detail)
-    return UploadRejected(RejectCode.DOCX_BOMB, message, detail=f"{problem}: {detail}")
+def _check_rejection(failed: parsers.UploadCheckFailed) -> UploadRejected:
+    code = RejectCode(failed.code)
+    if failed.message is None or code is RejectCode.UNSUPPORTED_TYPE:
+        return UploadRejected(RejectCode.UNSUPPORTED_TYPE, UNSUPPORTED_MESSAGE, detail=failed.detail)
+    return UploadRejected(code, failed.message, detail=failed.detail)
 
 
 # --- file names --------------------------------------------------------------------------------

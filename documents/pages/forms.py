@@ -48,7 +48,8 @@ class VersionUploadForm(UploadForm):
         )
 
 
-# The fixed messages of documents/engines/validation.py, so that makemessages collects them:
+# The fixed messages of documents/engines/validation.py and of the parsers' upload checks
+# (documents/parsers/word.py), so that makemessages collects them:
 # a refusal is shown through gettext(message), which falls back to the service's own English
 # text when a message changes and its translation has not caught up yet.
 _FIXED_MESSAGES = (

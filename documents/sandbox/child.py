@@ -30,13 +30,11 @@ def parse_pages(path: str, kind: str, start: int, count: int, limits: dict[str, 
     """Up to ``count`` pages from page ``start + 1`` on, and the document's page total."""
     from documents.engines import parsing
     from documents.engines.limits import ParseLimits
-    from documents.engines.sniff import Kind
 
     parse_limits = ParseLimits(**limits)
-    document_kind = Kind(kind)
-    total = parsing.page_count(path, document_kind)
+    total = parsing.page_count(path, kind)
     parse_limits.check_page_count(total)
-    pages = itertools.islice(parsing.parse(path, document_kind, start_page=start, limits=parse_limits), count)
+    pages = itertools.islice(parsing.parse(path, kind, start_page=start, limits=parse_limits), count)
     return {
         "total": total,
         "pages": [

@@ -21,8 +21,9 @@ from typing import Any
 
 from PIL import Image
 
+from documents import parsers
 from documents.engines import ocr
-from documents.engines.parsing import pdf_renderer, render_image_page
+from documents.engines.parsing import renderer
 
 BLANK_LEVEL = 245  # grayscale: a page whose darkest pixel is lighter than this has no text
 PREVIEW_DPI = 24  # enough to tell a blank page from one with text, at a tiny fraction of the cost
@@ -61,11 +62,12 @@ def is_blank(image: Image.Image) -> bool:
 
 def page_image(path: str, kind: str, number: int, options: OcrOptions) -> Image.Image | None:
     """Page ``number`` rendered for OCR, or None when the page is blank (checked on a preview
-    first for a PDF: most of a blank page's cost is its full-resolution render)."""
-    if kind != "pdf":
-        image = render_image_page(path, number)
+    first where the kind's pages are scalable, as a PDF's: most of a blank page's cost is its
+    full-resolution render)."""
+    render = _open_renderer(path, kind, options.max_pixels)
+    if not parsers.parser_for(kind).scalable:
+        image = render(number, options.dpi)
         return None if is_blank(image) else image
-    render = _open_renderer(path, options.max_pixels)
     if is_blank(render(number, PREVIEW_DPI)):
         return None
     return render(number, options.dpi)
@@ -87,14 +89,14 @@ _renderer: dict[str, Any] = {}
 _engines: dict[tuple[str, float, int], ocr.OcrEngine] = {}
 
 
-def _open_renderer(path: str, max_pixels: int) -> Callable[[int, int], Image.Image]:
-    """The renderer of the PDF at ``path``, kept open for the next page of the same file."""
+def _open_renderer(path: str, kind: str, max_pixels: int) -> Callable[[int, int], Image.Image]:
+    """The renderer of the document at ``path``, kept open for the next page of the same file."""
     stat = os.stat(path)
-    key = (path, stat.st_mtime_ns, stat.st_size, max_pixels)
+    key = (path, kind, stat.st_mtime_ns, stat.st_size, max_pixels)
     if _renderer.get("key") != key:
         close_renderer()
         stack = ExitStack()
-        render = stack.enter_context(pdf_renderer(path, max_pixels=max_pixels))
+        render = stack.enter_context(renderer(path, kind, max_pixels=max_pixels))
         _renderer.update(key=key, stack=stack, render=render)
     found: Callable[[int, int], Image.Image] = _renderer["render"]
     return found

@@ -16,7 +16,6 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.utils.translation import gettext_noop
 
-from documents.engines.sniff import Kind
 from documents.engines.validation import ValidatedUpload
 from documents.kinds import INGEST as KIND
 from documents.models import Document, DocumentVersion
@@ -97,7 +96,7 @@ def version_process_again(
     name = f"uploads/{tenant.slug}/{uuid.uuid4().hex}.{extension}"
     stored = default_storage.save(name, ContentFile(content))
     checked = ValidatedUpload(
-        kind=Kind(version.kind),
+        kind=version.kind,
         content_type=version.content_type,
         size=version.size,
         sha256=version.sha256,

@@ -20,9 +20,10 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from documents.engines.validation import DocxLimits, UploadRejected, ValidatedUpload, validate_upload
+from documents.engines.validation import UploadRejected, ValidatedUpload, validate_upload
 from documents.kinds import INGEST as KIND
 from documents.models import Collection, Document, DocumentVersion, Tenant
+from documents.parsers.word import DocxLimits
 from documents.services.attributes import check_attributes
 from documents.services.collections import default_collection
 from documents.services.dedup import processing_key, reusable_version
@@ -144,7 +145,7 @@ def document_upload(
 
 
 def _generated_name(tenant: Tenant, checked: ValidatedUpload) -> str:
-    return f"uploads/{tenant.slug}/{uuid.uuid4().hex}.{checked.kind.value}"
+    return f"uploads/{tenant.slug}/{uuid.uuid4().hex}.{checked.kind}"
 
 
 def _create_version(
@@ -200,7 +201,7 @@ def _create_version(
             number=number,
             file=stored,
             original_name=checked.original_name.replace("\x00", "")[:255],
-            kind=checked.kind.value,
+            kind=str(checked.kind),
             content_type=checked.content_type,
             encoding=checked.encoding or "",
             size=checked.size,

@@ -10,7 +10,8 @@ from pytest_django.fixtures import Settings as DjangoSettings
 from documents.engines.limits import ParseLimits
 from documents.engines.parsing import parse, render_pdf_page
 from documents.engines.sniff import Kind
-from documents.engines.validation import DocxLimits, UploadRejected, validate_upload
+from documents.engines.validation import UploadRejected, validate_upload
+from documents.parsers.word import DocxLimits
 from jobs.errors import StageFailure, get_cause
 from jobs.models import Status
 from tests.documents import files

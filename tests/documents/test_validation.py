@@ -10,16 +10,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from documents.engines.sniff import Kind
-from documents.engines.validation import (
-    ArchiveProblem,
-    DocxArchiveRejected,
-    DocxLimits,
-    RejectCode,
-    UploadRejected,
-    check_docx_archive,
-    safe_filename,
-    validate_upload,
-)
+from documents.engines.validation import RejectCode, UploadRejected, safe_filename, validate_upload
+from documents.parsers.word import ArchiveProblem, DocxArchiveRejected, DocxLimits, check_docx_archive
 from tests.documents import files
 
 LIMIT = 10 * 1024 * 1024

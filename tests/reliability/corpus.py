@@ -217,7 +217,7 @@ def html_only_scripts() -> bytes:
 def markdown_heading_of_spaces(spaces: int = 1_000_000) -> bytes:
     """A Markdown heading marker, a word, a million spaces and a word: one line, 1 MB.
 
-    ``documents/engines/parsing/markup.py`` matches every line against ``_MD_ATX_HEADING``, whose lazy
+    ``documents/parsers/markup.py`` matches every line against ``_MD_ATX_HEADING``, whose lazy
     title group and optional closing sequence backtrack over the run of spaces quadratically:
     16,000 spaces take 6 s, a million take hours, in one C call that holds the GIL.
     """

@@ -1,9 +1,10 @@
 """Turn a stored upload into pages of text with structure blocks, or fail with a classified cause.
 
-PDFs and images are parsed page by page, so a stage can checkpoint after every page and resume with
-``start_page``; the other formats are one page. Headings, paragraphs, list items, tables and code
-are kept as :class:`Block` objects so that chunking can follow the document's structure. Failures
-raise :class:`jobs.errors.StageFailure` with ``unsupported_input``, ``corrupt_input``,
+The kind's parser comes from the registry (:mod:`documents.parsers`, one module per format).
+Paged formats (PDF, images) are parsed page by page, so a stage can checkpoint after every page
+and resume with ``start_page``; the others are one page. Headings, paragraphs, list items, tables
+and code are kept as :class:`Block` objects so that chunking can follow the document's structure.
+Failures raise :class:`jobs.errors.StageFailure` with ``unsupported_input``, ``corrupt_input``,
 ``encrypted_input`` or ``empty_input``; anything else is a bug or an environment problem and is
 left to the engine to classify.
 """
@@ -11,22 +12,13 @@ left to the engine to classify.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 
-from documents.causes import EMPTY_INPUT
+from documents import parsers
 from documents.engines.limits import ParseLimits
-from documents.engines.parsing.blocks import Block, BlockKind, ParsedDocument, ParsedPage, StrPath
-from documents.engines.parsing.images import image_frame_count, iter_image_pages, render_image_page
-from documents.engines.parsing.markup import html_blocks, markdown_blocks, paragraph_blocks, read_text
-from documents.engines.parsing.pdf import (
-    iter_pdf_pages,
-    pdf_page_count,
-    pdf_renderer,
-    pdf_title,
-    render_pdf_page,
-)
-from documents.engines.parsing.word import parse_docx
-from documents.engines.sniff import Kind
-from jobs.errors import StageFailure
+from documents.parsers.images import render_image_page
+from documents.parsers.pages import Block, BlockKind, ParsedDocument, ParsedPage, StrPath
+from documents.parsers.pdf import MAX_RENDER_PIXELS, pdf_page_count, pdf_renderer, render_pdf_page
 
 __all__ = [
     "Block",
@@ -41,11 +33,12 @@ __all__ = [
     "pdf_renderer",
     "render_image_page",
     "render_pdf_page",
+    "renderer",
 ]
 
 
 def parse(
-    path: StrPath, kind: Kind, *, start_page: int = 0, limits: ParseLimits | None = None
+    path: StrPath, kind: str, *, start_page: int = 0, limits: ParseLimits | None = None
 ) -> Iterator[ParsedPage]:
     """The pages of a document, from page ``start_page + 1`` on, within ``limits`` (the defaults
     when None): the one-page formats check text length, line length and nesting here; the page
@@ -56,48 +49,26 @@ def parse(
     """
     if start_page < 0:
         raise ValueError(f"start_page must be >= 0, not {start_page}")
-    if kind is Kind.PDF:
-        yield from iter_pdf_pages(path, start=start_page)
-    elif kind.is_image:
-        yield from iter_image_pages(path, start=start_page)
-    else:
-        yield from _parse_single_page(path, kind, limits or ParseLimits()).pages[start_page:]
+    yield from parsers.parser_for(kind).pages(path, kind, start_page, limits or ParseLimits())
 
 
-def page_count(path: StrPath, kind: Kind) -> int:
+def page_count(path: StrPath, kind: str) -> int:
     """How many pages :func:`parse` yields from the start: the real total for progress display."""
-    if kind is Kind.PDF:
-        return pdf_page_count(path)
-    if kind.is_image:
-        return image_frame_count(path)
-    return 1
+    counter = parsers.parser_for(kind).page_count
+    return 1 if counter is None else counter(path, kind)
 
 
-def parse_document(path: StrPath, kind: Kind) -> ParsedDocument:
+def parse_document(path: StrPath, kind: str) -> ParsedDocument:
     """The whole document with its declared title. Prefer :func:`parse` for long PDFs."""
-    if kind is Kind.PDF:
-        return ParsedDocument(kind, pdf_title(path), list(iter_pdf_pages(path)))
-    if kind.is_image:
-        return ParsedDocument(kind, None, list(iter_image_pages(path)))
-    return _parse_single_page(path, kind, ParseLimits())
+    return parsers.parser_for(kind).document(path, kind)
 
 
-def _parse_single_page(path: StrPath, kind: Kind, limits: ParseLimits) -> ParsedDocument:
-    if kind is Kind.DOCX:
-        document = parse_docx(path)
-        limits.check_text_length(sum(len(page.text) for page in document.pages))
-        return document
-    text = read_text(path)
-    limits.check_text_length(len(text))
-    title: str | None = None
-    if kind is Kind.HTML:
-        limits.check_html_depth(text)
-        title, blocks = html_blocks(text)
-    elif kind is Kind.MARKDOWN:
-        limits.check_line_length(text)
-        blocks = markdown_blocks(text)
-    else:
-        blocks = paragraph_blocks(text)
-    if not blocks:
-        raise StageFailure(EMPTY_INPUT.code, f"{kind} document has no text")
-    return ParsedDocument(kind, title, [ParsedPage.from_blocks(1, blocks)])
+def renderer(
+    path: StrPath, kind: str, *, max_pixels: int = MAX_RENDER_PIXELS
+) -> AbstractContextManager[parsers.Render]:
+    """``render(page_number, dpi)`` for the pages of one document, for OCR; raises ``ValueError``
+    when the kind has no pages to render."""
+    opener = parsers.parser_for(kind).renderer
+    if opener is None:
+        raise ValueError(f"{kind} documents have no pages to render")
+    return opener(path, max_pixels)

@@ -13,9 +13,10 @@ import pypdfium2.raw as pdfium_raw
 from PIL import Image
 
 from documents.causes import CORRUPT_INPUT, EMPTY_INPUT, ENCRYPTED_INPUT
-from documents.engines.limits import PAGE_TOO_LARGE
-from documents.engines.parsing.blocks import ParsedPage, StrPath
-from documents.engines.parsing.markup import paragraph_blocks
+from documents.engines.limits import PAGE_TOO_LARGE, ParseLimits
+from documents.parsers import FileKind, Kind, Parser
+from documents.parsers.markup import paragraph_blocks
+from documents.parsers.pages import ParsedDocument, ParsedPage, StrPath
 from jobs.errors import StageFailure
 
 _PDFIUM_PASSWORD = 4
@@ -159,3 +160,22 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 def _clean_extracted_text(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _CONTROL_CHARS.sub("", text).strip()
+
+
+def _pages(path: StrPath, kind: str, start: int, limits: ParseLimits) -> Iterator[ParsedPage]:
+    # The page count is checked by the caller, which also sees every page's text.
+    return iter_pdf_pages(path, start=start)
+
+
+def _document(path: StrPath, kind: str) -> ParsedDocument:
+    return ParsedDocument(kind, pdf_title(path), list(iter_pdf_pages(path)))
+
+
+PARSER = Parser(
+    kinds=(FileKind(Kind.PDF, "application/pdf", (".pdf",), magic=("application/pdf",)),),
+    pages=_pages,
+    document=_document,
+    page_count=lambda path, kind: pdf_page_count(path),
+    renderer=lambda path, max_pixels: pdf_renderer(path, max_pixels=max_pixels),
+    scalable=True,
+)

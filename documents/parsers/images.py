@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from PIL import Image, ImageOps
 
 from documents.causes import CORRUPT_INPUT, UNSUPPORTED_INPUT
-from documents.engines.parsing.blocks import ParsedPage, StrPath
+from documents.engines.limits import ParseLimits
+from documents.parsers import FileKind, Kind, Parser
+from documents.parsers.pages import ParsedDocument, ParsedPage, StrPath
 from jobs.errors import StageFailure
 
 MAX_IMAGE_PIXELS = 80_000_000
@@ -78,3 +80,31 @@ def render_image_page(path: StrPath, page_number: int) -> Image.Image:
             raise ValueError(f"page {page_number} is outside 1..{frames}")
         _select_frame(image, page_number)
         return ImageOps.exif_transpose(image).convert("L")
+
+
+def _pages(path: StrPath, kind: str, start: int, limits: ParseLimits) -> Iterator[ParsedPage]:
+    return iter_image_pages(path, start=start)
+
+
+def _document(path: StrPath, kind: str) -> ParsedDocument:
+    return ParsedDocument(kind, None, list(iter_image_pages(path)))
+
+
+@contextmanager
+def _renderer(path: StrPath, max_pixels: int) -> Iterator[Callable[[int, int], Image.Image]]:
+    """Each frame decoded when asked, at its own size (``MAX_IMAGE_PIXELS`` bounds it, whatever
+    the dpi and ``max_pixels`` of a PDF page)."""
+    yield lambda page_number, dpi: render_image_page(path, page_number)
+
+
+PARSER = Parser(
+    kinds=(
+        FileKind(Kind.PNG, "image/png", (".png",), magic=("image/png",)),
+        FileKind(Kind.JPEG, "image/jpeg", (".jpg", ".jpeg"), magic=("image/jpeg",)),
+        FileKind(Kind.TIFF, "image/tiff", (".tif", ".tiff"), magic=("image/tiff",)),
+    ),
+    pages=_pages,
+    document=_document,
+    page_count=lambda path, kind: image_frame_count(path),
+    renderer=_renderer,
+)

@@ -1,16 +1,22 @@
-"""HTML (selectolax), Markdown and plain text: one page of structure blocks each."""
+"""HTML (selectolax), Markdown and plain text: one page of structure blocks each, and which of the
+three a decoded text is (the catch-all text sniffer: anything that decodes is at least text)."""
+
+# long-module: the three text kinds share one reader, one limits path and one sniffer that decides
+# between them by weighing HTML against Markdown evidence; apart, each would need the others' rules.
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from documents.causes import CORRUPT_INPUT
-from documents.engines.parsing.blocks import Block, StrPath
-from documents.engines.sniff import decode_text
+from documents.causes import CORRUPT_INPUT, EMPTY_INPUT
+from documents.engines.limits import ParseLimits
+from documents.parsers import FileKind, Kind, Parser
+from documents.parsers.content import decode_text
+from documents.parsers.pages import Block, ParsedDocument, ParsedPage, StrPath
 from jobs.errors import StageFailure
 
 # --- HTML --------------------------------------------------------------------------------------
@@ -269,3 +275,103 @@ def read_text(path: StrPath) -> str:
     if decoded is None:
         raise StageFailure(CORRUPT_INPUT.code, "text is not valid UTF-8, UTF-16 or GB18030")
     return decoded.text
+
+
+def _document(path: StrPath, kind: str, limits: ParseLimits) -> ParsedDocument:
+    text = read_text(path)
+    limits.check_text_length(len(text))
+    title: str | None = None
+    if kind == Kind.HTML:
+        limits.check_html_depth(text)
+        title, blocks = html_blocks(text)
+    elif kind == Kind.MARKDOWN:
+        limits.check_line_length(text)
+        blocks = markdown_blocks(text)
+    else:
+        blocks = paragraph_blocks(text)
+    if not blocks:
+        raise StageFailure(EMPTY_INPUT.code, f"{kind} document has no text")
+    return ParsedDocument(kind, title, [ParsedPage.from_blocks(1, blocks)])
+
+
+def _pages(path: StrPath, kind: str, start: int, limits: ParseLimits) -> Iterator[ParsedPage]:
+    return iter(_document(path, kind, limits).pages[start:])
+
+
+# --- HTML, Markdown or plain text ----------------------------------------------------------------
+
+_SAMPLE_CHARS = 65_536  # what the text sniffer looks at
+_HTML_DOCUMENT = re.compile(r"<(?:!doctype\s+html|html|head|body)\b", re.IGNORECASE)
+_HTML_FRAGMENT_TAGS = (
+    "p|div|span|table|ul|ol|h[1-6]|section|article|main|header|footer|nav|title|meta|a|form|pre|blockquote"
+)
+_HTML_FRAGMENT = re.compile(rf"<({_HTML_FRAGMENT_TAGS})\b[^>]*>", re.IGNORECASE)
+
+_MARKDOWN_STRONG = (
+    re.compile(r"^ {0,3}#{1,6}[ \t]+\S", re.MULTILINE),  # ATX heading
+    re.compile(r"^ {0,3}(?:```|~~~)", re.MULTILINE),  # code fence
+    # table rule under a header row: | --- | :---: |
+    re.compile(r"^ {0,3}\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)+\|?[ \t]*$", re.MULTILINE),
+    # inline link or image. Neither part may contain its own brackets, so each scan from a "[" or
+    # "](" stops at the next one: linear. "[^\]]+" backtracked over a whole line from every "[",
+    # and a 64 KB line of "[" held the upload request (and the GIL) for 8 s.
+    re.compile(r"!?\[[^\[\]\n]+\]\([^()\s]+\)"),
+)
+_MARKDOWN_WEAK = (
+    re.compile(r"^ {0,3}[-*+][ \t]+\S", re.MULTILINE),  # bullet item
+    re.compile(r"^ {0,3}\d{1,9}[.)][ \t]+\S", re.MULTILINE),  # numbered item
+    re.compile(r"^ {0,3}>", re.MULTILINE),  # block quote
+    re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__"),  # strong emphasis
+    re.compile(r"`[^`\n]+`"),  # inline code
+)
+MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn"})
+
+
+def text_kind(text: str, *, filename: str = "") -> Kind:
+    """HTML, Markdown or plain text, by content; the name's extension only breaks a Markdown tie.
+
+    A document that starts like an HTML page is HTML. Markdown needs two points of evidence (a
+    heading, fence, table rule or link counts two; a list, quote, emphasis or inline code one).
+    Text starting with an HTML element is an HTML fragment. Anything else is plain text, unless
+    it is named like Markdown: unstructured Markdown parses exactly like plain text.
+    """
+    head = _skip_markup_preamble(text[:_SAMPLE_CHARS])
+    if _HTML_DOCUMENT.match(head):
+        return Kind.HTML
+    if markdown_score(head) >= 2:
+        return Kind.MARKDOWN
+    fragment = _HTML_FRAGMENT.match(head)
+    if fragment and re.search(rf"</{fragment.group(1)}\s*>", head, re.IGNORECASE):
+        return Kind.HTML
+    suffix = PurePosixPath(filename.replace("\\", "/")).suffix.lower()
+    return Kind.MARKDOWN if suffix in MARKDOWN_SUFFIXES else Kind.TEXT
+
+
+def markdown_score(text: str) -> int:
+    """Evidence that ``text`` is Markdown: 2 per strong feature present, 1 per weak one."""
+    strong = sum(1 for pattern in _MARKDOWN_STRONG if pattern.search(text))
+    weak = sum(1 for pattern in _MARKDOWN_WEAK if pattern.search(text))
+    return 2 * strong + weak
+
+
+def _skip_markup_preamble(text: str) -> str:
+    """Drop leading whitespace, an XML declaration and comments, which may precede <html>."""
+    text = text.lstrip()
+    if text.startswith("<?xml"):
+        text = text.partition("?>")[2].lstrip()
+    while text.startswith("<!--"):
+        text = text.partition("-->")[2].lstrip()
+    return text
+
+
+PARSER = Parser(
+    kinds=(
+        FileKind(Kind.HTML, "text/html", (".html", ".htm")),
+        FileKind(Kind.MARKDOWN, "text/markdown", tuple(sorted(MARKDOWN_SUFFIXES))),
+        FileKind(Kind.TEXT, "text/plain", (".txt",)),
+    ),
+    pages=_pages,
+    document=lambda path, kind: _document(path, kind, ParseLimits()),
+    sniff_text=lambda text, filename: text_kind(text, filename=filename),
+    sniff_order=100,  # last: it takes any text, as plain text when nothing else fits
+)

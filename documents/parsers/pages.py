@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from documents.engines.sniff import Kind
-
 StrPath = str | os.PathLike[str]
 BlockKind = Literal["heading", "paragraph", "table", "list", "code"]
 
@@ -44,6 +42,6 @@ class ParsedPage:
 class ParsedDocument:
     """A whole document: its pages and the title it declares (HTML, DOCX or PDF metadata)."""
 
-    kind: Kind
+    kind: str
     title: str | None
     pages: list[ParsedPage]
