@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from pytest_django.fixtures import Settings as DjangoSettings
 from documents.causes import OCR_TIMEOUT
 from documents.engines import ocr
 from documents.sandbox import runner as sandbox
+from documents.sandbox.child import TEMP_DIR_ENV
 from documents.sandbox.ocr_page import OcrOptions
 from jobs.errors import CancelRequested, StageFailure
 from tests.conftest import wait_for
@@ -161,8 +161,13 @@ def test_a_cancel_kills_the_child_and_its_tesseract_process(tmp_path: Path) -> N
     try:
         (engine,) = wait_for(tesseracts, timeout=60, what="tesseract to start on the noise page")
         (child,) = [pid for pid in descendants(os.getpid()) if pid != engine and engine in descendants(pid)]
-        # pytesseract's files (the page in, the text out) are in the child's own temp folder.
-        (folder,) = {path.parent for path in Path(tempfile.gettempdir()).glob("sandbox-*/tess_*")}
+        # pytesseract's files (the page in, the text out) are in the child's own temp folder (named
+        # in its environment: other processes, e.g. another test worker's child, have their own).
+        environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+        key = f"{TEMP_DIR_ENV}=".encode()
+        (named,) = [v[len(key) :].decode() for v in environ if v.startswith(key)]
+        folder = Path(named)
+        wait_for(lambda: any(folder.glob("tess_*")), timeout=30, what="tesseract's files in its folder")
         cancel.set()
         thread.join(timeout=10)
         assert not thread.is_alive() and isinstance(outcome[0], CancelRequested), outcome
