@@ -85,11 +85,12 @@ def _insert_vectors(rows: Sequence[Sequence[object]], **options: Any) -> None:
     insert_rows(ChunkVector, VECTOR_FIELDS, rows, **options)
 
 
-class SQLiteIndex:
-    """FTS5 and sqlite-vec (loaded into every connection by ``documents.retrieval.sqlite_vec``)."""
+class _VectorsInRows:
+    """Vectors kept as bytes in ``ChunkVector.vector`` and ranked exactly: nothing to prepare
+    per embedder, and a copy is a copy of the rows."""
 
     def prepare(self, embedder: str, dimension: int) -> None:
-        return None  # exact distances: no structure per embedder
+        return None
 
     def write_vectors(
         self, version_id: Any, batch: int, embedder: str, ordinals: Sequence[int], vectors: Vectors
@@ -99,6 +100,10 @@ class SQLiteIndex:
 
     def copy_vectors(self, source_id: Any, version_id: Any, embedder: str) -> int:
         return _copy_rows(source_id, version_id, embedder)
+
+
+class SQLiteIndex(_VectorsInRows):
+    """FTS5 and sqlite-vec (loaded into every connection by ``documents.retrieval.sqlite_vec``)."""
 
     def lexical(self, scope: Scope, tokens: list[str], limit: int) -> Ranked:
         if not tokens or limit <= 0:
@@ -135,20 +140,8 @@ class SQLiteIndex:
         return ["Nothing to build: SQLite ranks vectors exactly, with no index to build."]
 
 
-class PostgresIndex:
+class PostgresIndex(_VectorsInRows):
     """PostgreSQL without the ``vector`` extension (e.g. Debian's own server)."""
-
-    def prepare(self, embedder: str, dimension: int) -> None:
-        return None
-
-    def write_vectors(
-        self, version_id: Any, batch: int, embedder: str, ordinals: Sequence[int], vectors: Vectors
-    ) -> None:
-        if len(ordinals):
-            _insert_vectors(_vector_rows(version_id, batch, embedder, ordinals, vectors), skip_existing=True)
-
-    def copy_vectors(self, source_id: Any, version_id: Any, embedder: str) -> int:
-        return _copy_rows(source_id, version_id, embedder)
 
     def lexical(self, scope: Scope, tokens: list[str], limit: int) -> Ranked:
         if not tokens or limit <= 0:

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from jobs.proctree import parents
 from tests.api.conftest import free_port
-from tests.conftest import Processes
+from tests.conftest import Processes, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
@@ -39,19 +38,13 @@ def test_a_then_command_that_ended_is_reaped_and_announced(processes: Processes,
     platform = processes.manage(
         "platform", ["run_platform", "--port", str(port), "--then", "check_jobs"], subprocess_env
     )
-    deadline = time.monotonic() + 60
-    follower: list[int] = []
-    while not follower:
-        follower = children_running(platform.pid, "check_jobs")
-        assert time.monotonic() < deadline, processes.logs()
-        time.sleep(0.05)
-    while state_of(follower[0]) not in (None, "Z"):  # until check_jobs has ended
-        assert platform.poll() is None, processes.logs()
-        assert time.monotonic() < deadline, processes.logs()
-        time.sleep(0.2)
-    time.sleep(1.5)  # a few turns of the platform's loop
-
-    assert platform.poll() is None  # the platform goes on
-    assert state_of(follower[0]) is None, "the ended command is left a zombie"
-    said = (processes.tmp_path / "platform-0.log").read_text()
-    assert f"`check_jobs`: done. The platform keeps running: http://127.0.0.1:{port}/" in said
+    (follower,) = wait_for(lambda: children_running(platform.pid, "check_jobs"), timeout=60, what="--then")
+    announced = f"`check_jobs`: done. The platform keeps running: http://127.0.0.1:{port}/"
+    log = processes.tmp_path / "platform-0.log"
+    # The ended command is reaped (no zombie left) and announced, while the platform goes on.
+    wait_for(
+        lambda: state_of(follower) is None and announced in log.read_text(),
+        timeout=60,
+        what="check_jobs reaped and announced",
+    )
+    assert platform.poll() is None, processes.logs()
