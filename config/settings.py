@@ -379,6 +379,13 @@ DOCUMENTS_SANDBOX_CPU_SECONDS = env_int("DOCUMENTS_SANDBOX_CPU_SECONDS", 120)  #
 DOCUMENTS_SANDBOX_WALL_SECONDS = env_float("DOCUMENTS_SANDBOX_WALL_SECONDS", 90)  # per call
 DOCUMENTS_SANDBOX_MEMORY_BYTES = env_int("DOCUMENTS_SANDBOX_MEMORY_BYTES", 2 * 1024**3)  # address space
 DOCUMENTS_SANDBOX_MAX_CALLS = env_int("DOCUMENTS_SANDBOX_MAX_CALLS", 500)  # then a fresh child
+# Its walls (documents/sandbox/isolation.py, docs/deployment.md): bubblewrap namespaces when they work
+# here; REQUIRE_ISOLATION refuses to parse without them instead of a warning.
+DOCUMENTS_SANDBOX_REQUIRE_ISOLATION = env_bool("DOCUMENTS_SANDBOX_REQUIRE_ISOLATION", False)
+DOCUMENTS_SANDBOX_UID = env_int("DOCUMENTS_SANDBOX_UID", 65534)  # the child's user when the worker is root
+DOCUMENTS_SANDBOX_FILE_BYTES = env_int("DOCUMENTS_SANDBOX_FILE_BYTES", 512 * 1024**2)  # largest file it writes
+DOCUMENTS_SANDBOX_SCRATCH_BYTES = env_int("DOCUMENTS_SANDBOX_SCRATCH_BYTES", 1024**3)  # its tmpfs
+DOCUMENTS_SANDBOX_PROCESSES = env_int("DOCUMENTS_SANDBOX_PROCESSES", 256)  # RLIMIT_NPROC (threads count)
 DOCUMENTS_SANDBOX_EXTRA_MODULES = [
     m for m in os.environ.get("DOCUMENTS_SANDBOX_EXTRA_MODULES", "").split(",") if m
 ]

@@ -11,6 +11,8 @@ time limit and kills the child on cancel or a lost lease.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
 import itertools
 import os
@@ -77,11 +79,28 @@ def _die_with_parent(parent_pid: int) -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _limit_self(cpu_seconds: int, address_space: int) -> None:
+# The child's hard CPU limit, set once at its start, covers this many full per-request budgets;
+# the worker replaces a child that could not get one more. Within it, each request gets its own
+# budget (the soft limit); the hard limit itself can only be lowered, by anyone short of root
+# with CAP_SYS_RESOURCE, so a subverted child spins at most that long (and the worker's wall
+# time ends it sooner).
+CPU_LIFETIME_CALLS = 4
+
+
+def _limit_self(cpu_seconds: int, address_space: int, file_bytes: int, processes: int) -> None:
+    """Limits the child cannot raise again: every hard limit is set, the others to their soft
+    value; the CPU one to a lifetime budget (see ``CPU_LIFETIME_CALLS``)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if address_space > 0:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
-    _budget_cpu(cpu_seconds)
+    if file_bytes > 0:  # no file written bigger (the write fails with EFBIG: Python ignores SIGXFSZ)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    if processes > 0:  # processes and threads of the child's user (not enforced for root)
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    if cpu_seconds > 0:
+        lifetime = int(_cpu_used()) + 2 + cpu_seconds * CPU_LIFETIME_CALLS
+        resource.setrlimit(resource.RLIMIT_CPU, (lifetime - 1, lifetime))
+        _budget_cpu(cpu_seconds)
 
 
 # The CPU time (of this process) at which the current request's budget ends; 0: no budget.
@@ -94,12 +113,14 @@ def _cpu_used() -> float:
 
 
 def _budget_cpu(cpu_seconds: int) -> None:
-    """Allow ``cpu_seconds`` more CPU time from now (the child serves many requests)."""
+    """Allow ``cpu_seconds`` more CPU time from now, within the hard limit (the child serves
+    several requests): the soft limit, whose SIGXCPU ends the request as a timeout."""
     global _cpu_ends_at
     if cpu_seconds <= 0:
         return
-    _cpu_ends_at = int(_cpu_used()) + 1 + cpu_seconds
-    resource.setrlimit(resource.RLIMIT_CPU, (_cpu_ends_at, resource.RLIM_INFINITY))
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    _cpu_ends_at = min(int(_cpu_used()) + 1 + cpu_seconds, hard - 1)
+    resource.setrlimit(resource.RLIMIT_CPU, (_cpu_ends_at, hard))
 
 
 def _budget_programs() -> None:
@@ -117,12 +138,48 @@ def _budget_programs() -> None:
         options: dict[str, Any] = plain(*args, **kwargs)
         if _cpu_ends_at:
             left = max(1, int(_cpu_ends_at - _cpu_used()))
-            options["preexec_fn"] = lambda: resource.setrlimit(
-                resource.RLIMIT_CPU, (left, resource.RLIM_INFINITY)
-            )
+            options["preexec_fn"] = lambda: resource.setrlimit(resource.RLIMIT_CPU, (left, left + 1))
         return options
 
     pytesseract.subprocess_args = budgeted
+
+
+# Calls a parser or an OCR engine never makes, and an attacker's code would: inspecting or
+# changing other processes, new namespaces (a way out of the walls), kernel attack surface.
+_DENIED = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+    "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "move_mount", "open_tree",
+    "fsopen", "fsmount", "fsconfig", "keyctl", "add_key", "request_key", "bpf", "perf_event_open",
+    "userfaultfd", "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "swapon", "swapoff", "reboot", "acct",
+    "quotactl", "syslog", "settimeofday", "clock_settime", "adjtimex", "mknod", "mknodat",
+)  # fmt: skip
+_NEW_NAMESPACES = (0x10000000, 0x00020000, 0x40000000)  # CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET
+_AF_UNIX = 1
+
+
+def filter_syscalls() -> bool:
+    """A seccomp filter (libseccomp through ``pyseccomp``): the calls above fail with EPERM,
+    and so does every socket but a Unix one (no network even where a network namespace is
+    missing). Returns False where the machine has no libseccomp: the other walls still hold."""
+    try:
+        import pyseccomp as seccomp
+
+        rules = seccomp.SyscallFilter(seccomp.ALLOW)
+        denied = seccomp.ERRNO(errno.EPERM)
+        for name in _DENIED:
+            with contextlib.suppress(RuntimeError, ValueError, OSError):  # not on this kernel
+                rules.add_rule(denied, name)
+        rules.add_rule(denied, "socket", seccomp.Arg(0, seccomp.NE, _AF_UNIX))
+        for flag in _NEW_NAMESPACES:
+            rules.add_rule(denied, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+        # clone3 hides its flags in memory a filter cannot read: "not implemented" makes the C
+        # library fall back to clone, whose flags the rule above sees.
+        rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+        rules.load()
+    except (ImportError, OSError, RuntimeError, ValueError):
+        return False
+    return True
 
 
 def _read_exactly(stream: Any, size: int) -> bytes | None:
@@ -167,15 +224,18 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     cpu_seconds, address_space, parent_pid = int(argv[1]), int(argv[2]), int(argv[3])
-    _die_with_parent(parent_pid)
+    file_bytes, processes = (int(argv[4]), int(argv[5])) if len(argv) > 5 else (0, 0)
+    if parent_pid:  # 0: walled in, where bubblewrap ends the namespace with its worker
+        _die_with_parent(parent_pid)
     # The protocol keeps the real stdout; anything a library prints goes to stderr instead.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     inp = sys.stdin.buffer
     for name in filter(None, os.environ.get(EXTRA_MODULES_ENV, "").split(",")):
         ENTRYPOINTS.update(getattr(importlib.import_module(name), "SANDBOX_ENTRYPOINTS", {}))
-    _limit_self(cpu_seconds, address_space)
+    _limit_self(cpu_seconds, address_space, file_bytes, processes)
     _budget_programs()
+    filter_syscalls()
     while True:
         header = _read_exactly(inp, _FRAME.size)
         if header is None:

@@ -23,6 +23,7 @@ import atexit
 import contextlib
 import json
 import os
+import resource
 import secrets
 import select
 import shutil
@@ -42,7 +43,8 @@ from django.conf import settings
 from documents.causes import PARSE_TIMEOUT, RESOURCE_LIMIT
 from documents.engines import limits as limit_codes
 from documents.engines.limits import ParseLimits
-from documents.sandbox.child import TEMP_DIR_ENV
+from documents.sandbox import isolation
+from documents.sandbox.child import CPU_LIFETIME_CALLS, TEMP_DIR_ENV
 from jobs.errors import StageFailure
 
 _FRAME = struct.Struct(">I")
@@ -75,40 +77,120 @@ class SandboxError(RuntimeError):
     """The child raised something unclassified: a bug, left to the engine (``internal_error``)."""
 
 
-class Child:
-    """One sandbox child process and its pipes."""
+def sandbox_layout() -> isolation.Layout:
+    """The child's walls as configured."""
+    return isolation.Layout(
+        uid=settings.DOCUMENTS_SANDBOX_UID,
+        scratch_bytes=settings.DOCUMENTS_SANDBOX_SCRATCH_BYTES,
+        extra_modules=tuple(settings.DOCUMENTS_SANDBOX_EXTRA_MODULES),
+    )
 
-    def __init__(self) -> None:
+
+def sandbox_walls() -> isolation.Walls:
+    """What this worker's sandbox children get (probed once per process)."""
+    return isolation.probe(sandbox_layout())
+
+
+def _stage_input(source: str, folder: Path) -> str:
+    """A read-only copy of ``source`` in ``folder`` (bound into the child): the child's user may
+    not read the stored file itself, and may not change it."""
+    folder.mkdir(parents=True, mode=0o755)
+    folder.parent.chmod(0o755)
+    target = folder / Path(source).name
+    shutil.copyfile(source, target)
+    target.chmod(0o444)
+    folder.chmod(0o555)
+    return f"{isolation.INPUT_DIR}/{target.name}"
+
+
+def _interpreter_pid(info: bytes) -> int:
+    """The interpreter's process id (outside its namespace) from bubblewrap's ``--info-fd``
+    answer: it names the namespace's first process, whose one child is the interpreter."""
+    init = int(json.loads(info or b"{}").get("child-pid", 0))
+    if not init:
+        return 0
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            found = Path(f"/proc/{init}/task/{init}/children").read_text().split()
+            if found:
+                return int(found[0])
+        time.sleep(0.01)
+    return init
+
+
+class Child:
+    """One sandbox child process and its pipes, for one input file (``source``) or none.
+
+    A child reads one document's bytes and no other: a child subverted by one tenant's file must
+    not keep running to read the next tenant's. Walled in (:mod:`documents.sandbox.isolation`),
+    it sees its input as a read-only copy under ``/sandbox/input``.
+    """
+
+    def __init__(self, source: str | None = None) -> None:
+        layout = sandbox_layout()
+        walls = isolation.probe(layout)
+        if not walls.isolated and settings.DOCUMENTS_SANDBOX_REQUIRE_ISOLATION:
+            raise SandboxError(f"the parsing sandbox has no isolation here ({walls.reason}) and it is required")
+        self.source = source
+        self.walled = walls.isolated
         # Only what an interpreter needs: the worker's environment holds the database URL, the
         # secret key and API keys, none of which a parser of hostile bytes should be able to read.
         env = {key: value for key, value in os.environ.items() if key in _CHILD_ENV}
-        # Made and removed by the child around each call; removed here too when it is killed.
+        # The worker's folder for this child: its input's copy (walled in) or its temp folder
+        # (not), removed when the child is killed or retired.
         self.temp_dir = Path(tempfile.gettempdir()) / f"{TEMP_PREFIX}{secrets.token_hex(6)}"
+        self.inner_source = source
+        input_dir = None
+        if self.walled:
+            env["HOME"] = isolation.SCRATCH_DIR
+            env["TMPDIR"] = isolation.SCRATCH_DIR
+            scratch = f"{isolation.SCRATCH_DIR}/call"
+            if source is not None:
+                input_dir = str(self.temp_dir / "input")
+                self.inner_source = _stage_input(source, Path(input_dir))
+        else:
+            scratch = str(self.temp_dir)
         env |= {
             "PYTHONPATH": os.pathsep.join(filter(None, [str(_PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
             "PYTHONDONTWRITEBYTECODE": "1",
             "SANDBOX_EXTRA_MODULES": ",".join(settings.DOCUMENTS_SANDBOX_EXTRA_MODULES),
-            TEMP_DIR_ENV: str(self.temp_dir),
+            TEMP_DIR_ENV: scratch,
         }
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "documents.sandbox.child",
-                f"{settings.DOCUMENTS_SANDBOX_CPU_SECONDS}",
-                f"{settings.DOCUMENTS_SANDBOX_MEMORY_BYTES}",
-                str(os.getpid()),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            close_fds=True,
-            start_new_session=True,  # a terminal's Ctrl-C reaches the worker, which ends it
-        )
+        limits = [
+            f"{settings.DOCUMENTS_SANDBOX_CPU_SECONDS}",
+            f"{settings.DOCUMENTS_SANDBOX_MEMORY_BYTES}",
+            "0" if self.walled else str(os.getpid()),  # walled in: bubblewrap's --die-with-parent
+            f"{settings.DOCUMENTS_SANDBOX_FILE_BYTES}",
+            f"{settings.DOCUMENTS_SANDBOX_PROCESSES}",
+        ]
+        argv = [sys.executable, "-m", "documents.sandbox.child", *limits]
+        info_read = info_write = -1
+        if self.walled:
+            info_read, info_write = os.pipe()
+            argv = isolation.command(layout, argv, env, input_dir, info_fd=info_write)
+        try:
+            self.process = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                close_fds=True,
+                pass_fds=(info_write,) if self.walled else (),
+                start_new_session=True,  # a terminal's Ctrl-C reaches the worker, which ends it
+            )
+        finally:
+            if self.walled:
+                os.close(info_write)
         self.owner_pid = os.getpid()
         self.calls = 0
         self.usable = True
+        # The process whose CPU time counts: the interpreter itself, inside bubblewrap's namespaces.
+        self.interpreter_pid = self.process.pid
+        if self.walled:
+            with os.fdopen(info_read, "rb") as info:
+                self.interpreter_pid = _interpreter_pid(info.read())
 
     @property
     def pid(self) -> int:
@@ -132,6 +214,8 @@ class Child:
         self.calls += 1
         self.usable = False  # until a complete answer arrives
         assert self.process.stdin is not None and self.process.stdout is not None
+        if self.source is not None and self.inner_source != self.source:
+            args = [self.inner_source if arg == self.source else arg for arg in args]
         request = json.dumps({"call": name, "args": args}).encode()
         try:
             self.process.stdin.write(_FRAME.pack(len(request)) + request)
@@ -152,6 +236,14 @@ class Child:
                 self.usable = False  # a MemoryError may leave the child's heap in a poor state
             raise StageFailure(str(answer["failure"]), str(answer.get("detail", "")))
         raise SandboxError(f"{answer.get('error')}: {answer.get('detail')}")
+
+    def cpu_used(self) -> float:
+        """CPU seconds the child's interpreter has used (0 when it cannot be read)."""
+        try:
+            stat = Path(f"/proc/{self.interpreter_pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return 0.0
 
     def _read_answer(
         self, check: Callable[[], None], deadline: float, wall_seconds: float, timeout_code: str
@@ -183,7 +275,8 @@ class Child:
     def _death_failure(self, timeout_code: str) -> StageFailure:
         code = self.process.wait(timeout=5)
         self._kill_group()  # a process it started (tesseract) may outlive it
-        if code == -signal.SIGXCPU:
+        # Walled in, bubblewrap reports a child ended by a signal as 128 + the signal.
+        if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             return StageFailure(timeout_code, "the sandbox child used up its CPU time (SIGXCPU)")
         return StageFailure(RESOURCE_LIMIT.code, f"the sandbox child died (exit status {code})")
 
@@ -193,6 +286,12 @@ class Child:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        if self.temp_dir.exists():
+            # The input's copy is read-only (so the child cannot change it); make it removable.
+            for folder in [self.temp_dir, *self.temp_dir.rglob("*")]:
+                if folder.is_dir() and not folder.is_symlink():
+                    with contextlib.suppress(OSError):
+                        folder.chmod(0o700)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
@@ -214,19 +313,30 @@ _idle_lock = threading.Lock()
 atexit.register(lambda: discard_idle())
 
 
-def _acquire() -> Child:
+def _acquire(source: str | None) -> Child:
+    """The idle child when it serves the same input (else it is retired), or a fresh one."""
+    stale = []
     with _idle_lock:
         while _idle:
             child = _idle.pop()
-            if child.owner_pid == os.getpid() and child.process.poll() is None:
-                return child
-    return Child()
+            if child.owner_pid == os.getpid() and child.process.poll() is None and child.source == source:
+                break
+            stale.append(child)
+        else:
+            child = None
+    for old in stale:
+        if old.owner_pid == os.getpid():
+            old.kill()
+    return child if child is not None else Child(source)
 
 
 def _release(child: Child) -> None:
     if child.owner_pid != os.getpid():
         return  # inherited through a fork: the parent process owns it
-    if not child.usable or child.calls >= settings.DOCUMENTS_SANDBOX_MAX_CALLS:
+    # Its hard CPU limit, fixed at its start, covers CPU_LIFETIME_CALLS full budgets: a child that
+    # could not get one more whole budget is replaced.
+    spent = child.cpu_used() > settings.DOCUMENTS_SANDBOX_CPU_SECONDS * (CPU_LIFETIME_CALLS - 1)
+    if not child.usable or spent or child.calls >= settings.DOCUMENTS_SANDBOX_MAX_CALLS:
         child.kill()
         return
     with _idle_lock:
@@ -237,15 +347,22 @@ def _release(child: Child) -> None:
 
 
 def sandbox_call(
-    name: str, *args: Any, check: Callable[[], None] = lambda: None, timeout_code: str = PARSE_TIMEOUT.code
+    name: str,
+    *args: Any,
+    source: str | os.PathLike[str] | None = None,
+    check: Callable[[], None] = lambda: None,
+    timeout_code: str = PARSE_TIMEOUT.code,
 ) -> Any:
     """Run the sandbox entry point ``name`` with ``args`` (JSON values) in a limited child.
+
+    ``source`` is the one file the call reads: the child sees it (and only it), and an argument
+    equal to its path is handed over as the path the child sees. A child serves one source.
 
     Raises :class:`StageFailure` for classified failures (the engine's own, ``timeout_code`` for a
     call over its wall or CPU time, ``resource_limit``) and whatever ``check`` raises; the child
     is killed in both cases.
     """
-    child = _acquire()
+    child = _acquire(None if source is None else str(source))
     try:
         return child.call(
             name,

@@ -85,6 +85,7 @@ def run(ctx: StageContext) -> None:
                 version.kind,
                 number,
                 options,
+                source=path,
                 check=ctx.check,
                 timeout_code=OCR_TIMEOUT.code,
             )

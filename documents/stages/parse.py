@@ -39,7 +39,14 @@ def run(ctx: StageContext) -> None:
     total = written = start
     while True:
         answer = sandbox_call(
-            "parse_pages", str(path), version.kind, start, batch_pages, limits.as_dict(), check=ctx.check
+            "parse_pages",
+            str(path),
+            version.kind,
+            start,
+            batch_pages,
+            limits.as_dict(),
+            source=path,
+            check=ctx.check,
         )
         total = int(answer["total"])
         pages = [_page(item) for item in answer["pages"]]
