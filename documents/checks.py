@@ -8,6 +8,8 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, register
 
+import documents.sandbox.checks  # noqa: F401  (the sandbox's walls)
+
 
 @register()
 def check_embedding_model(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:

@@ -168,7 +168,8 @@ def mount_arguments(layout: Layout, input_dir: str | None) -> list[str]:
     arguments += ["--proc", "/proc", "--dev", "/dev"]
     arguments += ["--perms", "1777", "--size", str(layout.scratch_bytes), "--tmpfs", SCRATCH_DIR]
     if input_dir is not None:
-        arguments += ["--perms", "0755", "--dir", os.path.dirname(INPUT_DIR), "--ro-bind", input_dir, INPUT_DIR]
+        arguments += ["--perms", "0755", "--dir", os.path.dirname(INPUT_DIR)]
+        arguments += ["--ro-bind", input_dir, INPUT_DIR]
     return arguments
 
 
@@ -204,10 +205,14 @@ def command(
     return line + argv
 
 
-@functools.cache
 def probe(layout: Layout) -> Walls:
-    """Whether a walled-in interpreter starts here (once per worker process and layout)."""
-    if bwrap() is None:
+    """Whether a walled-in interpreter starts here (once per worker process, layout and bwrap)."""
+    return _probe(layout, bwrap())
+
+
+@functools.cache
+def _probe(layout: Layout, program: str | None) -> Walls:
+    if program is None:
         return Walls("none", "bubblewrap (bwrap) is not installed")
     if os.geteuid() == 0 and shutil.which("setpriv") is None:
         return Walls("none", "setpriv (util-linux) is not installed")

@@ -22,8 +22,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import logging
 import os
-import resource
 import secrets
 import select
 import shutil
@@ -48,6 +48,7 @@ from documents.sandbox.child import CPU_LIFETIME_CALLS, TEMP_DIR_ENV
 from jobs.errors import StageFailure
 
 _FRAME = struct.Struct(">I")
+logger = logging.getLogger(__name__)
 _CHILD_ENV = frozenset(
     {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "VIRTUAL_ENV", "PYTHONHASHSEED"}
     | {"OMP_THREAD_LIMIT", "OMP_NUM_THREADS", "TESSDATA_PREFIX"}  # the OCR engines' own switches
@@ -77,6 +78,19 @@ class SandboxError(RuntimeError):
     """The child raised something unclassified: a bug, left to the engine (``internal_error``)."""
 
 
+_warned: set[str] = set()
+
+
+def _warn_once(walls: isolation.Walls) -> None:
+    if walls.reason not in _warned:
+        _warned.add(walls.reason)
+        logger.warning(
+            "The parsing sandbox runs WITHOUT isolation (%s): its child could read the secret key, "
+            "the database and every tenant's files. See docs/deployment.md.",
+            walls.reason,
+        )
+
+
 def sandbox_layout() -> isolation.Layout:
     """The child's walls as configured."""
     return isolation.Layout(
@@ -95,7 +109,7 @@ def _stage_input(source: str, folder: Path) -> str:
     """A read-only copy of ``source`` in ``folder`` (bound into the child): the child's user may
     not read the stored file itself, and may not change it."""
     folder.mkdir(parents=True, mode=0o755)
-    folder.parent.chmod(0o755)
+    folder.parent.chmod(0o700)  # no other user of this machine walks in (only bubblewrap, as root)
     target = folder / Path(source).name
     shutil.copyfile(source, target)
     target.chmod(0o444)
@@ -130,8 +144,10 @@ class Child:
     def __init__(self, source: str | None = None) -> None:
         layout = sandbox_layout()
         walls = isolation.probe(layout)
-        if not walls.isolated and settings.DOCUMENTS_SANDBOX_REQUIRE_ISOLATION:
-            raise SandboxError(f"the parsing sandbox has no isolation here ({walls.reason}) and it is required")
+        if not walls.isolated:
+            if settings.DOCUMENTS_SANDBOX_REQUIRE_ISOLATION:
+                raise SandboxError(f"the parsing sandbox has no isolation here ({walls.reason}), as required")
+            _warn_once(walls)
         self.source = source
         self.walled = walls.isolated
         # Only what an interpreter needs: the worker's environment holds the database URL, the
@@ -192,6 +208,12 @@ class Child:
             with os.fdopen(info_read, "rb") as info:
                 self.interpreter_pid = _interpreter_pid(info.read())
 
+    def intact(self) -> bool:
+        """Its input's copy is still there (the temp sweep may remove one that idled for long)."""
+        if self.source is None or self.inner_source == self.source:
+            return True
+        return (self.temp_dir / "input" / Path(self.source).name).exists()
+
     @property
     def pid(self) -> int:
         return self.process.pid
@@ -216,6 +238,8 @@ class Child:
         assert self.process.stdin is not None and self.process.stdout is not None
         if self.source is not None and self.inner_source != self.source:
             args = [self.inner_source if arg == self.source else arg for arg in args]
+            with contextlib.suppress(OSError):
+                os.utime(self.temp_dir)  # in use: not a leftover for the temp sweep
         request = json.dumps({"call": name, "args": args}).encode()
         try:
             self.process.stdin.write(_FRAME.pack(len(request)) + request)
@@ -319,7 +343,8 @@ def _acquire(source: str | None) -> Child:
     with _idle_lock:
         while _idle:
             child = _idle.pop()
-            if child.owner_pid == os.getpid() and child.process.poll() is None and child.source == source:
+            mine = child.owner_pid == os.getpid() and child.process.poll() is None
+            if mine and child.source == source and child.intact():
                 break
             stale.append(child)
         else:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.admin import AdminSite
+from django.core.checks import WARNING, run_checks
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -166,6 +167,16 @@ def health_context(health: Health) -> dict[str, Any]:
     }
 
 
+def configuration_warnings() -> list[str]:
+    """System-check warnings and errors an operator should see here too (checks tagged
+    ``health``, e.g. a parsing sandbox without isolation), not only in ``manage.py check``."""
+    return [
+        f"{message.msg} {message.hint or ''}".strip()
+        for message in run_checks(tags=["health"])
+        if message.level >= WARNING
+    ]
+
+
 def health_view(admin_site: AdminSite) -> Callable[[HttpRequest], HttpResponse]:
     """The view, bound to the admin site whose chrome (header, sidebar) it renders in."""
 
@@ -178,6 +189,7 @@ def health_view(admin_site: AdminSite) -> Callable[[HttpRequest], HttpResponse]:
             "title": _("Job health"),
             "subtitle": None,
             **health_context(snapshot()),
+            "warnings": configuration_warnings(),
         }
         return TemplateResponse(request, "admin/jobs/health.html", context)
 

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,9 @@ def raise_cpu(target: str) -> dict[str, Any]:
 
 
 def settings_loaded(target: str) -> dict[str, Any]:
+    """Whether the child's parsing and OCR code pulled in Django (and so could read settings)."""
+    import_module("documents.sandbox.ocr_page")
+    import_module("documents.engines.parsing")
     return {"done": "django" in sys.modules, "environment": sorted(os.environ)}
 
 

@@ -39,7 +39,7 @@ def gone(pid: int) -> bool:
 def test_pages_come_back_from_the_child(tmp_path: Path) -> None:
     path = files.save(tmp_path, "doc.pdf", files.text_pdf(["First harbor page.", "Second harbor page."]))
     answer = sandbox.sandbox_call(
-        "parse_pages", str(path), Kind.PDF.value, 1, 50, sandbox.parse_limits().as_dict()
+        "parse_pages", str(path), Kind.PDF.value, 1, 50, sandbox.parse_limits().as_dict(), source=path
     )
     assert answer["total"] == 2
     assert [page["number"] for page in answer["pages"]] == [2]

@@ -52,6 +52,7 @@ def recognize(
         kind,
         number,
         options.as_dict(),
+        source=path,
         timeout_code=OCR_TIMEOUT.code,
         check=check,
     )
@@ -107,9 +108,9 @@ def test_tesseract_gets_what_is_left_of_the_budget_not_the_cpu_the_child_used_be
     settings.DOCUMENTS_SANDBOX_EXTRA_MODULES = ["tests.documents.sandbox_helpers"]
     settings.DOCUMENTS_SANDBOX_CPU_SECONDS = 2
     settings.DOCUMENTS_SANDBOX_WALL_SECONDS = 240  # only the CPU budget may end it
-    for _ in range(4):  # a warm child that has used 6 s of CPU on earlier requests
-        assert sandbox.sandbox_call("test.spin", 1.5) == "spun"
     noise = files.save(tmp_path, "noise.png", corpus.noise_png(3_000))  # about 3.6 s of tesseract
+    for _ in range(4):  # a warm child (of the same input) that has used 6 s on earlier requests
+        assert sandbox.sandbox_call("test.spin", 1.5, source=noise) == "spun"
     with pytest.raises(StageFailure) as failure:
         recognize(noise, "png", OcrOptions(engine="tesseract"))
     assert failure.value.cause == "ocr_timeout", str(failure.value)
@@ -160,13 +161,16 @@ def test_a_cancel_kills_the_child_and_its_tesseract_process(tmp_path: Path) -> N
     thread.start()
     try:
         (engine,) = wait_for(tesseracts, timeout=60, what="tesseract to start on the noise page")
-        (child,) = [pid for pid in descendants(os.getpid()) if pid != engine and engine in descendants(pid)]
+        # The sandbox's interpreter is tesseract's parent (walled in, bubblewrap's processes are
+        # its ancestors).
+        child = int(Path(f"/proc/{engine}/stat").read_text().rsplit(")", 1)[1].split()[1])
         # pytesseract's files (the page in, the text out) are in the child's own temp folder (named
-        # in its environment: other processes, e.g. another test worker's child, have their own).
+        # in its environment: other processes, e.g. another test worker's child, have their own),
+        # seen here through the child's root (its own tmpfs when walled in).
         environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
         key = f"{TEMP_DIR_ENV}=".encode()
         (named,) = [v[len(key) :].decode() for v in environ if v.startswith(key)]
-        folder = Path(named)
+        folder = Path(f"/proc/{child}/root{named}")
         wait_for(lambda: any(folder.glob("tess_*")), timeout=30, what="tesseract's files in its folder")
         cancel.set()
         thread.join(timeout=10)
@@ -174,6 +178,7 @@ def test_a_cancel_kills_the_child_and_its_tesseract_process(tmp_path: Path) -> N
         wait_for(lambda: not alive(engine), timeout=5, what="the tesseract process to be killed")
         wait_for(lambda: not alive(child), timeout=5, what="the sandbox child to be killed")
         assert not folder.exists(), "the killed child's temp files were left behind"
+        assert not Path(named).exists(), "the killed child's temp files were left behind"
     finally:
         cancel.set()
         thread.join(timeout=30)
