@@ -80,6 +80,13 @@ class SearchAddressThrottle(_Scoped):
     per_user = False
 
 
+class WebhookUserThrottle(_Scoped):
+    """Registering or changing webhook endpoints: each resolves a host name chosen by the caller."""
+
+    scope = "webhook_user"
+    methods = frozenset({"POST", "PUT", "PATCH"})
+
+
 UPLOAD_THROTTLES: list[type[BaseThrottle]] = [UploadUserThrottle, UploadAddressThrottle]
 SEARCH_THROTTLES: list[type[BaseThrottle]] = [SearchUserThrottle, SearchAddressThrottle]
 
