@@ -253,7 +253,9 @@ AUTH_FAILURE_LIMIT_PER_ADDRESS = env_int("AUTH_FAILURE_LIMIT_PER_ADDRESS", 50)  
 # token or deactivated user is refused at once by the process that made the change and within
 # this bound by the others. 0: every request reads the token from the database.
 API_TOKEN_CACHE_SECONDS = env_int("API_TOKEN_CACHE_SECONDS", 5)
-LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)  # wrong passwords per user name
+# Wrong passwords for one user name from one client address before that pair is locked out for
+# AUTH_FAILURE_WINDOW_SECONDS (AUTH_FAILURE_LIMIT_PER_ADDRESS bounds an address over all names).
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)
 # Counters of throttles, lockouts and SSE caps must be shared by every web process: the database
 # cache on the embedded default (its table comes with the migrations), Redis when configured.
 _THROTTLE_REDIS_URL = os.environ.get("THROTTLE_REDIS_URL") or (
