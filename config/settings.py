@@ -241,6 +241,8 @@ REST_FRAMEWORK: dict[str, Any] = {
         "upload_ip": os.environ.get("THROTTLE_UPLOAD_IP", "120/min"),
         "search_user": os.environ.get("THROTTLE_SEARCH_USER", "120/min"),
         "search_ip": os.environ.get("THROTTLE_SEARCH_IP", "240/min"),
+        # Registering or changing webhook endpoints (each resolves the URL's host).
+        "webhook_user": os.environ.get("THROTTLE_WEBHOOK_USER", "20/min"),
     },
     # Proxies in front of the web tier whose X-Forwarded-For is believed (0: the socket address).
     "NUM_PROXIES": env_int("TRUSTED_PROXY_COUNT", 0),
@@ -251,7 +253,9 @@ AUTH_FAILURE_LIMIT_PER_ADDRESS = env_int("AUTH_FAILURE_LIMIT_PER_ADDRESS", 50)  
 # token or deactivated user is refused at once by the process that made the change and within
 # this bound by the others. 0: every request reads the token from the database.
 API_TOKEN_CACHE_SECONDS = env_int("API_TOKEN_CACHE_SECONDS", 5)
-LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)  # wrong passwords per user name
+# Wrong passwords for one user name from one client address before that pair is locked out for
+# AUTH_FAILURE_WINDOW_SECONDS (AUTH_FAILURE_LIMIT_PER_ADDRESS bounds an address over all names).
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10)
 # Counters of throttles, lockouts and SSE caps must be shared by every web process: the database
 # cache on the embedded default (its table comes with the migrations), Redis when configured.
 _THROTTLE_REDIS_URL = os.environ.get("THROTTLE_REDIS_URL") or (
@@ -403,6 +407,8 @@ DOCUMENTS_DOCX_MAX_TOTAL_BYTES = env_int("DOCUMENTS_DOCX_MAX_TOTAL_BYTES", 300 *
 
 # --- django-q2 ------------------------------------------------------------------------------
 Q_TIMEOUT = env_int("Q_TIMEOUT", 3600)
+# The q2 queue (and cluster name) of webhook deliveries: one of Q_CLUSTER's ALT_CLUSTERS.
+WEBHOOK_QUEUE = os.environ.get("WEBHOOK_QUEUE", "webhooks")
 Q_CLUSTER: dict[str, Any] = {
     "name": os.environ.get("Q_NAME", "ingest"),
     "workers": env_int("Q_WORKERS", 2),
@@ -418,6 +424,17 @@ Q_CLUSTER: dict[str, Any] = {
     "poll": env_float("Q_POLL", 0.2),
     "bulk": env_int("Q_BULK", 1),
     "label": "Task queue",
+    # Webhook deliveries have a queue and a cluster of their own (run_platform starts one qcluster
+    # per entry here, with Q_CLUSTER_NAME set to its name): an endpoint, however slow, never holds
+    # a worker that runs stages. Each attempt ends within WEBHOOK_TIMEOUT, far inside "timeout".
+    "ALT_CLUSTERS": {
+        WEBHOOK_QUEUE: {
+            "workers": env_int("WEBHOOK_WORKERS", 2),
+            "timeout": 120,
+            "retry": 180,
+            "recycle": 500,
+        },
+    },
 }
 if os.environ.get("Q_BROKER", "orm") == "redis":
     Q_CLUSTER["redis"] = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -458,11 +475,16 @@ DOCUMENTS_TENANT_MAX_STORAGE_BYTES = env_int("DOCUMENTS_TENANT_MAX_STORAGE_BYTES
 # Webhooks: targets in private, loopback, link-local or other non-public networks are refused
 # unless this is set (checked again at every send: DNS may change).
 WEBHOOK_ALLOW_PRIVATE = env_bool("WEBHOOK_ALLOW_PRIVATE")
+# Seconds one delivery attempt may take in all (resolving, connecting, TLS, sending, the answer's
+# headers): an endpoint answering a byte at a time is cut off at this deadline too.
 WEBHOOK_TIMEOUT = env_float("WEBHOOK_TIMEOUT", 5)
+# Seconds resolving a webhook URL's host may take, at registration and at each send.
+WEBHOOK_RESOLVE_TIMEOUT = env_float("WEBHOOK_RESOLVE_TIMEOUT", 3)
 # Seconds between attempts after the first (8 attempts over about 27 hours); the endpoint is
 # disabled with a notice when a message runs out of them.
 WEBHOOK_RETRY_SCHEDULE = env_floats("WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000")
-WEBHOOK_MAX_CONCURRENCY = env_int("WEBHOOK_MAX_CONCURRENCY", 1)
+# Deliveries sending at once, across every delivery worker of every machine.
+WEBHOOK_MAX_CONCURRENCY = env_int("WEBHOOK_MAX_CONCURRENCY", 2)
 
 # --- Re-index (documents/kinds/reindex.py) ------------------------------------------------------------
 # After a re-index switches a tenant, its old vectors stay this long (searches that read the

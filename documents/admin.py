@@ -15,7 +15,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
@@ -218,11 +218,18 @@ class TenantAdmin(admin.ModelAdmin):
         # The slug is the key jobs carry for this tenant: renaming it would orphan them.
         return ("slug", "created_at", *REINDEX_FIELDS) if obj is not None else self.readonly_fields
 
-    @admin.action(description="Re-index with the configured embedder (search keeps working)")
+    def has_reindex_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("documents.reindex_tenant"))
+
+    @admin.action(
+        description="Re-index with the configured embedder (search keeps working)", permissions=["reindex"]
+    )
     def start_reindex(self, request: HttpRequest, queryset: QuerySet[Tenant]) -> None:
         # Through the re-index service, as the operator: one job per tenant, refusals reported.
         from documents.services.reindex import ReindexRefused, reindex_start
 
+        if not self.has_reindex_permission(request):  # the admin offers it to no one else either
+            raise PermissionDenied
         for tenant in queryset:
             try:
                 operator = request.user.get_username()

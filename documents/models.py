@@ -42,6 +42,9 @@ class Tenant(models.Model):
     class Meta:
         verbose_name = _("tenant")
         verbose_name_plural = _("tenants")
+        # An operator power beyond viewing or editing a workspace: a re-index re-embeds every
+        # version it has (documents/admin.py's action).
+        permissions = [("reindex_tenant", "Can start a re-index of a workspace")]
 
     def __str__(self) -> str:
         return self.name or self.slug

@@ -80,6 +80,13 @@ class SearchAddressThrottle(_Scoped):
     per_user = False
 
 
+class WebhookUserThrottle(_Scoped):
+    """Registering or changing webhook endpoints: each resolves a host name chosen by the caller."""
+
+    scope = "webhook_user"
+    methods = frozenset({"POST", "PUT", "PATCH"})
+
+
 UPLOAD_THROTTLES: list[type[BaseThrottle]] = [UploadUserThrottle, UploadAddressThrottle]
 SEARCH_THROTTLES: list[type[BaseThrottle]] = [SearchUserThrottle, SearchAddressThrottle]
 
@@ -125,9 +132,11 @@ def token_failure_record(request: HttpRequest | Request) -> int:
 
 class LockoutModelBackend(ModelBackend):
     """Django's password backend with a lockout: after ``LOGIN_FAILURE_LIMIT`` wrong passwords for
-    one user name (or ``AUTH_FAILURE_LIMIT_PER_ADDRESS`` from one address) within
-    ``AUTH_FAILURE_WINDOW_SECONDS``, every attempt is refused, the right password included, until
-    the window passes. Used by the HTML login and the admin login alike."""
+    one user name from one client address (or ``AUTH_FAILURE_LIMIT_PER_ADDRESS`` from one address,
+    whatever the user names) within ``AUTH_FAILURE_WINDOW_SECONDS``, every attempt from that
+    address is refused, the right password included, until the window passes. Counted per (user
+    name, address) pair, not per user name: someone elsewhere guessing a user's password cannot
+    lock that user out. Used by the HTML login and the admin login alike."""
 
     def authenticate(
         self,
@@ -136,16 +145,17 @@ class LockoutModelBackend(ModelBackend):
         password: str | None = None,
         **kwargs: Any,
     ) -> Any:
-        user_key = _key("login-user", (username or "").casefold())
-        address_key = _key("login-ip", client_address(request)) if request is not None else None
-        if _over(user_key, settings.LOGIN_FAILURE_LIMIT) or (
+        address = client_address(request) if request is not None else ""
+        pair_key = _key("login-user-ip", f"{address} {(username or '').casefold()}")
+        address_key = _key("login-ip", address) if request is not None else None
+        if _over(pair_key, settings.LOGIN_FAILURE_LIMIT) or (
             address_key and _over(address_key, settings.AUTH_FAILURE_LIMIT_PER_ADDRESS)
         ):
             raise PermissionDenied("too many failed logins")  # stops authenticate() at this backend
         user = super().authenticate(request, username=username, password=password, **kwargs)
         if user is None:
             window = settings.AUTH_FAILURE_WINDOW_SECONDS
-            _count(user_key, window)
+            _count(pair_key, window)
             if address_key:
                 _count(address_key, window)
         return user

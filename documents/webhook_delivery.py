@@ -3,13 +3,21 @@
 The target's addresses are resolved and checked at every send and the request goes to the very
 address that was checked (the ``Host`` header and TLS name stay the URL's), so a DNS answer that
 changes after registration (rebinding) cannot reach a private network. Redirects are not
-followed, timeouts are short and the response body is never read. Each attempt is logged; a
-failed one is retried on the schedule of ``WEBHOOK_RETRY_SCHEDULE`` by the reaper's sweep, and
-a message out of attempts disables its endpoint with a notice.
+followed and the response body is never read. Each attempt has one deadline,
+``WEBHOOK_TIMEOUT`` seconds for all of it (resolving, connecting, TLS, sending, the answer's
+headers), not a bound per read: an endpoint that trickles its answer a byte at a time is cut off
+at the deadline like one that never answers.
+
+Deliveries run in a q2 queue of their own (``WEBHOOK_QUEUE``, served by its own cluster, which
+``run_platform`` starts beside the jobs' one), so a slow endpoint never occupies a worker that runs
+stages. Each attempt is logged; a failed one is retried on the schedule of
+``WEBHOOK_RETRY_SCHEDULE`` by the reaper's sweep, and a message out of attempts disables its
+endpoint with a notice.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import ipaddress
 import json
 import logging
@@ -19,6 +27,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import anyio
 import httpx
 from django.conf import settings
 from django.db.models import F, Q
@@ -29,6 +38,7 @@ from standardwebhooks.webhooks import Webhook
 
 from documents.limiter import DatabaseLimiter
 from documents.models import WebhookAttempt, WebhookEndpoint, WebhookMessage
+from jobs.broker import enqueue_broker
 from jobs.errors import StageFailure
 
 log = logging.getLogger(__name__)
@@ -38,9 +48,13 @@ TASK_OPTIONS = {"ack_failure": True, "save": False}
 # A task handed to the workers but not started within this long is handed out again.
 REDISPATCH_AFTER = timedelta(seconds=60)
 PENDING = WebhookMessage.State.PENDING
-# Deliveries share the workers with jobs: at most WEBHOOK_MAX_CONCURRENCY of them send at once
-# (slots shared by every process), so slow endpoints can hold that many workers at most.
+# At most WEBHOOK_MAX_CONCURRENCY deliveries send at once, counted across every process and
+# machine (the delivery workers are their own q2 cluster: they never hold a worker of the jobs).
 SLOTS = "webhooks"
+# Host names are resolved in these threads, so a resolver that never answers costs a request (or a
+# delivery) WEBHOOK_RESOLVE_TIMEOUT at most; a lookup still hung when its time is up keeps its
+# thread, and once every thread is hung new lookups wait in line and time out as well.
+_RESOLVERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="webhook-dns")
 
 
 class TargetRefused(Exception):
@@ -51,15 +65,48 @@ class TargetRefused(Exception):
         self.reason = reason
 
 
+# NAT64 with the well-known prefix (the IPv4 address is the last 32 bits), and IPv4-compatible
+# addresses (deprecated, ``::a.b.c.d``): judged by the IPv4 address they carry.
+_NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# Refused outright: local-use NAT64 (where the IPv4 address sits depends on the operator's prefix
+# length) and Teredo (a tunnel to whatever its obfuscated client address is).
+_REFUSED_V6 = (ipaddress.ip_network("64:ff9b:1::/48"), ipaddress.ip_network("2001::/32"))
+
+
 def _public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    """Whether ``address`` is on the public internet, judging an IPv6 address that carries an IPv4
+    one (mapped, IPv4-compatible, NAT64, 6to4) by that IPv4 address."""
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        if any(ip in network for network in _REFUSED_V6):
+            return False
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif ip.sixtofour is not None:
+            ip = ip.sixtofour
+        elif ip in _NAT64_WELL_KNOWN or (ip in _IPV4_COMPATIBLE and int(ip) > 0xFFFF):
+            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return ip.is_global and not ip.is_multicast
 
 
-def check_target(url: str) -> list[str]:
-    """The addresses ``url`` resolves to, all of them allowed; :class:`TargetRefused` otherwise."""
+def resolve(host: str, port: int, timeout: float) -> list[str]:
+    """The addresses of ``host`` (without duplicates), or :class:`TargetRefused` when it does not
+    resolve within ``timeout`` seconds."""
+    lookup = _RESOLVERS.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    try:
+        found = lookup.result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        lookup.cancel()
+        raise TargetRefused(gettext_noop("The URL's host did not resolve in time.")) from None
+    except (OSError, ValueError, UnicodeError):
+        raise TargetRefused(gettext_noop("The URL's host could not be resolved.")) from None
+    return list(dict.fromkeys(str(info[4][0]) for info in found))
+
+
+def check_target(url: str, timeout: float | None = None) -> list[str]:
+    """The addresses ``url`` resolves to, all of them allowed; :class:`TargetRefused` otherwise
+    (also when resolving takes longer than ``timeout``, by default ``WEBHOOK_RESOLVE_TIMEOUT``)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise TargetRefused(gettext_noop("The URL must start with http:// or https:// and name a host."))
@@ -67,10 +114,14 @@ def check_target(url: str) -> list[str]:
         raise TargetRefused(gettext_noop("The URL must not contain a user name or password."))
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        found = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
-    except (OSError, ValueError, UnicodeError):
+    except ValueError:
         raise TargetRefused(gettext_noop("The URL's host could not be resolved.")) from None
-    addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+    limit = (
+        settings.WEBHOOK_RESOLVE_TIMEOUT
+        if timeout is None
+        else min(timeout, settings.WEBHOOK_RESOLVE_TIMEOUT)
+    )
+    addresses = resolve(parts.hostname, port, limit)
     if not settings.WEBHOOK_ALLOW_PRIVATE and not all(_public(a) for a in addresses):
         raise TargetRefused(
             gettext_noop("The URL points to a private, loopback or link-local address, which is not allowed.")
@@ -85,7 +136,8 @@ def retry_schedule() -> list[float]:
 def dispatch_message(message_id: Any) -> bool:
     """Hand one message to the workers and record when. Never raises (the sweep retries)."""
     try:
-        async_task(TASK, str(message_id), q_options=dict(TASK_OPTIONS))
+        options = {**TASK_OPTIONS, "broker": enqueue_broker(settings.WEBHOOK_QUEUE)}
+        async_task(TASK, str(message_id), q_options=options)
     except Exception:
         log.exception("could not hand webhook message %s to the task queue", message_id)
         return False
@@ -174,14 +226,15 @@ def signed_headers(endpoint: WebhookEndpoint, message: WebhookMessage, body: str
 
 
 def send(endpoint: WebhookEndpoint, message: WebhookMessage) -> tuple[int | None, str]:
-    """POST the message once: ``(status code, "")`` when the endpoint answered, else
-    ``(None or the code, a short error)``. Never raises."""
+    """POST the message once, all of it within ``WEBHOOK_TIMEOUT`` seconds: ``(status code, "")``
+    when the endpoint answered, else ``(None or the code, a short error)``. Never raises."""
+    limit = settings.WEBHOOK_TIMEOUT
+    deadline = time.monotonic() + limit
     try:
-        address = check_target(endpoint.url)[0]
+        address = check_target(endpoint.url, timeout=limit)[0]
     except TargetRefused as exc:
         return None, exc.reason
     parts = urlsplit(endpoint.url)
-    host = parts.hostname or ""
     port = parts.port
     pinned = f"[{address}]" if ":" in address else address
     target = urlunsplit(
@@ -189,23 +242,32 @@ def send(endpoint: WebhookEndpoint, message: WebhookMessage) -> tuple[int | None
     )
     body = json.dumps(message.payload, separators=(",", ":"), ensure_ascii=False)
     headers = {**signed_headers(endpoint, message, body), "host": parts.netloc.rsplit("@", 1)[-1]}
-    timeout = settings.WEBHOOK_TIMEOUT
     try:
-        with (
-            httpx.Client(timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False) as client,
-            client.stream(
-                "POST", target, content=body.encode(), headers=headers, extensions={"sni_hostname": host}
-            ) as response,
-        ):
-            # The body is never read: closing the stream drops whatever the endpoint sends.
-            code = response.status_code
-    except httpx.TimeoutException:
-        return None, f"timed out after {timeout:g} s"
+        code = anyio.run(_post, target, body.encode(), headers, parts.hostname or "", deadline)
+    except (TimeoutError, httpx.TimeoutException):
+        return None, f"timed out after {limit:g} s"
     except httpx.HTTPError as exc:
         return None, f"connection failed ({type(exc).__name__})"
     if 300 <= code < 400:
         return code, "redirects are not followed"
     return code, "" if 200 <= code < 300 else f"HTTP {code}"
+
+
+async def _post(target: str, content: bytes, headers: dict[str, str], host: str, deadline: float) -> int:
+    """The request and the answer's status line and headers, cancelled at ``deadline`` (a
+    ``time.monotonic()`` value) wherever it is: httpx's own timeouts bound each read, not the whole."""
+    remaining = max(deadline - time.monotonic(), 0.0)
+    with anyio.fail_after(remaining):
+        async with (
+            httpx.AsyncClient(
+                timeout=httpx.Timeout(remaining), follow_redirects=False, trust_env=False
+            ) as client,
+            client.stream(
+                "POST", target, content=content, headers=headers, extensions={"sni_hostname": host}
+            ) as response,
+        ):
+            # The body is never read: closing the stream drops whatever the endpoint sends.
+            return response.status_code
 
 
 def webhook_endpoint_disable(*, endpoint_id: Any, reason: str) -> None:

@@ -27,8 +27,9 @@ class EnqueueingORM(ORM):
 
 
 @cache
-def enqueue_broker() -> Broker:
-    """One broker per process for ``async_task(..., broker=...)``; Redis and others as q2 builds them."""
+def enqueue_broker(queue: str | None = None) -> Broker:
+    """One broker per process and queue for ``async_task(..., broker=...)``; Redis and others as
+    q2 builds them. ``queue``: one of ``Q_CLUSTER``'s ``ALT_CLUSTERS`` (default: the jobs' own)."""
     if Conf.ORM and not Conf.BROKER_CLASS:
-        return EnqueueingORM(list_key=Conf.CLUSTER_NAME)
-    return get_broker()
+        return EnqueueingORM(list_key=queue or Conf.CLUSTER_NAME)
+    return get_broker(queue)

@@ -21,6 +21,7 @@ from documents.services.webhooks import (
     webhook_endpoint_delete,
     webhook_endpoint_update,
 )
+from documents.throttles import WebhookUserThrottle
 
 
 class WebhookIn(StrictIn):
@@ -61,6 +62,8 @@ def _invalid(exc: WebhookInvalid) -> ApiError:
 
 
 class WebhooksView(TenantView):
+    throttle_classes = [WebhookUserThrottle]
+
     @extend_schema(operation_id="webhooks_list", responses={200: WebhookOut(many=True), **ERRORS})
     def get(self, request: Request) -> Response:
         endpoints = WebhookEndpoint.objects.filter(tenant=self.tenant).order_by("created_at")
@@ -87,6 +90,8 @@ class WebhooksView(TenantView):
 
 
 class WebhookView(TenantView):
+    throttle_classes = [WebhookUserThrottle]
+
     def endpoint(self, endpoint_id: str) -> WebhookEndpoint:
         try:
             pk = uuid.UUID(endpoint_id)

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import hmac
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -104,3 +105,59 @@ def signature_valid(secret: str, delivery: Delivery, tolerance: float = 300) -> 
         version == "v1" and hmac.compare_digest(value, expected)
         for version, _, value in (entry.partition(",") for entry in signatures.split(" "))
     )
+
+
+class Trickler:
+    """A real endpoint that never finishes answering: it accepts each connection, reads the
+    request and then sends its status line and endless headers one byte every ``every`` seconds
+    (each read of the sender gets its byte well within a per-read timeout)."""
+
+    def __init__(self, every: float = 1.0) -> None:
+        self.every = every
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.connections = 0
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}/hooks"
+
+    def serve(self) -> None:
+        self.listener.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self.lock:
+                self.connections += 1
+            threading.Thread(target=self.trickle, args=(conn,), daemon=True).start()
+
+    def trickle(self, conn: socket.socket) -> None:
+        answer = b"HTTP/1.1 200 OK\r\n" + b"X-Slow: " + b"a" * 100_000
+        with conn:
+            conn.settimeout(5)
+            try:
+                conn.recv(65536)
+                for byte in answer:
+                    if self.stop.wait(self.every):
+                        return
+                    conn.sendall(bytes([byte]))
+            except OSError:
+                return  # the sender gave up and closed
+
+
+@contextmanager
+def trickler(every: float = 1.0) -> Iterator[Trickler]:
+    server = Trickler(every)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.stop.set()
+        thread.join(5)
+        server.listener.close()

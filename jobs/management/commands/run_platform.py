@@ -1,7 +1,8 @@
-"""``manage.py run_platform``: the web server, a django-q2 cluster and the reaper loop.
+"""``manage.py run_platform``: the web server, the django-q2 clusters and the reaper loop.
 
-One command for a single machine. On several machines run the three parts separately (see
-docs/deployment.md): ``manage.py serve_web``, ``manage.py qcluster`` and
+One command for a single machine. On several machines run the parts separately (see
+docs/deployment.md): ``manage.py serve_web``, ``manage.py qcluster`` (once more for each of
+``Q_CLUSTER``'s ``ALT_CLUSTERS``, with ``Q_CLUSTER_NAME`` set to its name) and
 ``manage.py reap_jobs``.
 """
 
@@ -20,7 +21,7 @@ from jobs import proctree
 
 
 class Command(BaseCommand):
-    help = "Run the web server, the task cluster and the reaper until interrupted."
+    help = "Run the web server, the task clusters and the reaper until interrupted."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -46,6 +47,9 @@ class Command(BaseCommand):
             "workers": ([python, manage, "qcluster"], worker_env),
             "reaper": ([python, manage, "reap_jobs"], worker_env),
         }
+        # Queues with workers of their own (q2 reads the cluster's name from the environment).
+        for name in settings.Q_CLUSTER.get("ALT_CLUSTERS", {}):
+            parts[f"workers:{name}"] = ([python, manage, "qcluster"], {**worker_env, "Q_CLUSTER_NAME": name})
         procs = {name: subprocess.Popen(cmd, env=env) for name, (cmd, env) in parts.items()}
         url = f"http://{options['host']}:{options['port']}/"
         self.stdout.write(f"platform running: {url}  (Ctrl-C stops it)")
