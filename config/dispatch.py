@@ -31,9 +31,10 @@ import asyncio
 import contextvars
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from functools import lru_cache
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from a2wsgi import WSGIMiddleware
+from a2wsgi.asgi_typing import HTTPScope
 from django.urls import Resolver404, get_resolver
 
 from config.edge import SEND_STATE
@@ -131,7 +132,7 @@ class ViewKindDispatcher:
 
         context_token = _HAND_OFF.set(hand_off)
         try:
-            await self.wsgi(scope, receive, holding_send)
+            await self.wsgi(cast(HTTPScope, scope), receive, holding_send)
         finally:
             _HAND_OFF.reset(context_token)
         if hand_off.file is not None:

@@ -55,7 +55,7 @@ class EdgeDeadlines:
         self.body_seconds = body_seconds
         self.send_seconds = send_seconds
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

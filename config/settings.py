@@ -183,7 +183,7 @@ def database_config() -> dict[str, Any]:
                 f"PRAGMA mmap_size={env_int('SQLITE_MMAP_BYTES', 1 << 30)};"
             ),
         }
-        # A file, not memory, so that test processes (qcluster, uvicorn) see the test database.
+        # A file, not memory, so that test processes (qcluster, web server) see the test database.
         db["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
     else:
         # Workers and the reaper keep their connection (DB_CONN_MAX_AGE=60; django-q2 otherwise

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import FileResponse, HttpResponse
+from django.http import FileResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -183,7 +183,7 @@ class FileContentView(V1View):
         operation_id="v1_files_content",
         responses={(200, "application/octet-stream"): bytes, **V1_ERRORS},
     )
-    def get(self, request: Request, file_id: str) -> HttpResponse:
+    def get(self, request: Request, file_id: str) -> FileResponse:
         """The file's bytes, unless its purpose is not downloadable (``assistants``, as OpenAI;
         a document's file is one of those)."""
         obj = any_file_of(self, file_id)

@@ -110,7 +110,9 @@ def test_check_deploy_warns_without_it(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("trusted", ["", "10.0.0.5"])
-def test_proxy_headers_are_trusted_only_from_named_proxies(monkeypatch: pytest.MonkeyPatch, trusted: str) -> None:
+def test_proxy_headers_are_trusted_only_from_named_proxies(
+    monkeypatch: pytest.MonkeyPatch, trusted: str
+) -> None:
     monkeypatch.setenv("FORWARDED_ALLOW_IPS", trusted)
     assert trusted_proxies() == trusted
 
