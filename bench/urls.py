@@ -38,5 +38,5 @@ urlpatterns = [
     path("", include("config.urls")),
 ]
 
-handler404 = "documents.api.errors.not_found"
-handler500 = "documents.api.errors.server_error"
+handler404 = "documents.site_errors.not_found"
+handler500 = "documents.site_errors.server_error"

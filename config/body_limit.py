@@ -1,8 +1,8 @@
 """Refuse an over-large request body at the server layer, before Django reads it or authenticates.
 
-uvicorn has no body limit, and Django's ASGI handler spools the whole body to a temporary file
-before any view (or authentication) runs: an unauthenticated 1 GiB POST was written to disk before
-its 401. This ASGI middleware answers 413 from the ``Content-Length`` header
+The web server has no body limit of its own, and Django's ASGI handler spools the whole body to
+a temporary file before any view (or authentication) runs: an unauthenticated 1 GiB POST was
+written to disk before its 401. This ASGI middleware answers 413 from the ``Content-Length`` header
 without reading a byte, and counts the bytes of a body without one (chunked), cutting it off once
 it passes the limit. Django's upload handler (``documents.uploads``) is the second line, for WSGI.
 """

@@ -3,12 +3,23 @@
 Django's ASGI handler runs every sync middleware method and every sync view through
 ``sync_to_async``: about twenty thread hand-offs per API request, which kept a process far below
 what gunicorn's sync workers serve (bench/README.md, "Target 1 met: one server, two Django
-handlers"). The JSON API and the pages are
-sync views, so they go to Django's WSGI handler instead, run whole on a thread of a small pool
-(``a2wsgi``, with a responder that does not make the thread wait for the loop to take each
-message), once their body has been read on the event loop. Async
-views (the SSE event stream) stay on the ASGI handler, where a thousand open streams cost no
+handlers"). The JSON API and the pages are sync views, so they go to Django's WSGI handler
+instead, run whole on a thread of a small pool by ``a2wsgi``'s ``WSGIMiddleware`` as it ships.
+Async views (the SSE event stream) stay on the ASGI handler, where a thousand open streams cost no
 threads and no database connections.
+
+A small body (up to ``DISPATCH_READ_AHEAD_BYTES``, every JSON request) is read on the event loop,
+in memory, before a thread is given to the request: a client that sends it slowly holds a
+coroutine (until the body deadline of config/edge.py), not one of the few sync threads. A larger
+body (an upload) is not read ahead and never spooled by the server: the view reads it from the
+connection, and only once the request is authenticated (``config.body_auth``), so an
+unauthenticated upload costs neither a temporary file nor more than its refusal.
+
+A file the view answers with (``FileResponse``: a /v1 download) is not sent from the thread either:
+the thread hands it over through ``wsgi.file_wrapper`` (the WSGI server's way to send a file, which
+Django uses when it is offered) and returns; the event loop reads it a piece at a time and sends
+each piece when the client takes the previous one. A client that does not read holds a coroutine
+and one piece, not the thread, and is dropped after the send deadline of config/edge.py.
 
 The choice is made per request by resolving the path against the urlconf once per path shape, so
 a new async view needs no list kept in step here.
@@ -17,23 +28,21 @@ a new async view needs no list kept in step here.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import tempfile
-import threading
-from collections.abc import Awaitable, Callable, MutableMapping
+import contextvars
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from functools import lru_cache
-from typing import Any, cast
+from typing import IO, Any, cast
 
 from a2wsgi import WSGIMiddleware
 from a2wsgi.asgi_typing import HTTPScope
-from a2wsgi.wsgi import WSGIResponder
 from django.urls import Resolver404, get_resolver
 
-Scope = MutableMapping[str, Any]
+from config.edge import SEND_STATE
 
-_IN_MEMORY = 1024 * 1024  # request bodies up to this stay in memory while they are buffered
-_CHUNK = 64 * 1024
+Scope = MutableMapping[str, Any]
 ASGIApp = Callable[..., Awaitable[None]]
+
+DISPATCH_READ_AHEAD_BYTES = 1024 * 1024
 
 
 # Ids in the path make most URLs distinct: the cache holds the recent ones (a status poll asks the
@@ -51,103 +60,131 @@ def is_async_view(path_info: str) -> bool:
     return asyncio.iscoroutinefunction(match.func)
 
 
+class _FileHandOff:
+    """The file a sync view answered with, handed from the request's thread to the event loop."""
+
+    def __init__(self) -> None:
+        self.file: IO[bytes] | None = None
+        self.piece = 64 * 1024
+
+
+# Set by the dispatcher for each request; a2wsgi runs the WSGI application in a copy of the
+# calling context, so the thread sees the same hand-off object.
+_HAND_OFF: contextvars.ContextVar[_FileHandOff | None] = contextvars.ContextVar("hand_off", default=None)
+
+
+class _Handed:
+    """The WSGI iterable of a handed-over file: empty (the loop sends the file), and closing it in
+    the thread leaves the file open for the loop."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(())
+
+    def close(self) -> None:
+        pass
+
+
+def _file_wrapper(filelike: IO[bytes], block_size: int = 64 * 1024) -> Any:
+    hand_off = _HAND_OFF.get()
+    if hand_off is None:  # not under the dispatcher: send it from this thread as plain WSGI
+        return iter(lambda: filelike.read(block_size), b"")
+    hand_off.file, hand_off.piece = filelike, block_size
+    return _Handed()
+
+
+def _offering_file_wrapper(wsgi_app: Any) -> Any:
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        environ["wsgi.file_wrapper"] = _file_wrapper
+        return wsgi_app(environ, start_response)
+
+    return app
+
+
 class ViewKindDispatcher:
     """Send HTTP requests for sync views to ``wsgi_app`` on a thread pool, the rest to ``asgi_app``."""
 
     def __init__(self, *, asgi_app: ASGIApp, wsgi_app: Any, threads: int) -> None:
         self.asgi_app = asgi_app
-        self.wsgi = _WSGI(wsgi_app, workers=threads)
+        self.wsgi = WSGIMiddleware(_offering_file_wrapper(wsgi_app), workers=threads)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and not is_async_view(_path_info(scope)):
-            body = await _Body.read(receive)
-            if body is None:
-                return  # the client went away before its body arrived
-            with body:
-                await self.wsgi(cast(HTTPScope, scope), body.receive, send)
+            if _small_body(scope):
+                ahead = await _read_ahead(receive)
+                if ahead is None:
+                    return  # the client went away (or was too slow) before its body arrived
+                receive = ahead
+            await self._sync_view(scope, receive, send)
             return
         await self.asgi_app(scope, receive, send)
 
+    async def _sync_view(self, scope: Scope, receive: Any, send: Any) -> None:
+        hand_off = _FileHandOff()
+        held: list[Any] = []
 
-class _Body(contextlib.AbstractContextManager["_Body"]):
-    """The whole request body, read on the event loop before a thread is given to the request: a
-    client that sends its upload slowly holds a coroutine, not one of the few sync threads.
-    ``receive`` hands it to the sync handler as ASGI messages, then waits for the disconnect."""
+        async def holding_send(message: Any) -> None:
+            # The end of a handed-over file's answer waits until the loop has sent the file.
+            last = message["type"] == "http.response.body" and not message.get("more_body", False)
+            if last and hand_off.file is not None:
+                held.append(message)
+                return
+            await send(message)
 
-    def __init__(self, receive: Any, first: dict[str, Any] | None, spool: Any) -> None:
-        self._receive, self._first, self._spool = receive, first, spool
+        context_token = _HAND_OFF.set(hand_off)
+        try:
+            await self.wsgi(cast(HTTPScope, scope), receive, holding_send)
+        finally:
+            _HAND_OFF.reset(context_token)
+        if hand_off.file is not None:
+            await _send_file(scope, hand_off.file, hand_off.piece, send)
+        elif held:
+            await send(held[-1])
 
-    @classmethod
-    async def read(cls, receive: Any) -> _Body | None:
-        """None if the client disconnected first. A body in one message (every GET) is kept as it
-        came; longer ones are spooled, spilling to a temporary file past 1 MiB (the body limit in
-        front has already bounded them)."""
+
+async def _send_file(scope: Scope, file: IO[bytes], piece: int, send: Any) -> None:
+    """``file`` a piece at a time (read on a helper thread), each piece sent when the client has
+    taken the one before; closed at the end (Django's response closes with it)."""
+    state = scope.get(SEND_STATE)
+    try:
+        while piece_bytes := await asyncio.to_thread(file.read, piece):
+            await send({"type": "http.response.body", "body": piece_bytes, "more_body": True})
+            if state is not None and state.dropped:
+                return  # the client stopped reading: the connection is closed unfinished
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    finally:
+        await asyncio.to_thread(file.close)
+
+
+def _small_body(scope: Scope) -> bool:
+    """Whether the request declares a body the read-ahead takes (none, or a short one)."""
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                return int(value) <= DISPATCH_READ_AHEAD_BYTES
+            except ValueError:
+                return False
+        if name == b"transfer-encoding":
+            return False
+    return True
+
+
+async def _read_ahead(receive: Any) -> Any:
+    """The whole (small) body read now, as a ``receive`` that gives it back in one message, then
+    waits for the disconnect; None if the client disconnected first."""
+    parts: list[bytes] = []
+    while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             return None
+        parts.append(message.get("body", b""))
         if not message.get("more_body", False):
-            return cls(receive, message, None)
-        spool = tempfile.SpooledTemporaryFile(max_size=_IN_MEMORY)  # noqa: SIM115 - closed by __exit__
-        while message.get("more_body", False):
-            spool.write(message.get("body", b""))
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                spool.close()
-                return None
-        spool.write(message.get("body", b""))
-        spool.seek(0)
-        return cls(receive, None, spool)
+            break
+    pending: list[dict[str, Any]] = [{"type": "http.request", "body": b"".join(parts), "more_body": False}]
 
-    async def receive(self) -> dict[str, Any]:
-        if self._first is not None:
-            message, self._first = self._first, None
-            return message
-        if self._spool is None or self._spool.closed:
-            return dict(await self._receive())  # after the body: wait for the disconnect
-        chunk = self._spool.read(_CHUNK)
-        more = len(chunk) == _CHUNK
-        if not more:
-            self._spool.close()
-        return {"type": "http.request", "body": chunk, "more_body": more}
+    async def replay() -> Any:
+        return pending.pop() if pending else await receive()
 
-    def __exit__(self, *exc: object) -> None:
-        if self._spool is not None:
-            self._spool.close()
-
-
-class _Responder(WSGIResponder):
-    """a2wsgi's responder, except that the request's thread does not wait for the event loop to
-    take each message (a2wsgi hands every message over and waits): it waits only while
-    ``send_queue_size`` messages are still unsent, i.e. for a slow reader of a long body. A small
-    JSON answer leaves the thread at once, which is most of what the thread was waiting for."""
-
-    def __init__(self, app: Any, executor: Any, send_queue_size: int) -> None:
-        super().__init__(app, executor, send_queue_size)
-        self.send_queue = asyncio.Queue()  # bounded by ``room`` instead
-        self.room = threading.Semaphore(send_queue_size)
-        self.gone = False
-
-    def send(self, message: Any) -> None:
-        if self.gone:
-            return  # the client is gone: the rest of the body goes nowhere
-        self.room.acquire()
-        if not self.gone:
-            self.loop.call_soon_threadsafe(self.send_queue.put_nowait, message)
-
-    async def sender(self, send: Any) -> None:
-        try:
-            while (message := await self.send_queue.get()) is not None:
-                await send(message)
-                self.room.release()
-        finally:
-            # Nothing more is sent (done, or the send failed): a waiting thread must not hang.
-            self.gone = True
-            self.room.release()
-
-
-class _WSGI(WSGIMiddleware):
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await _Responder(self.app, self.executor, self.send_queue_size)(scope, receive, send)
+    return replay
 
 
 def _path_info(scope: Scope) -> str:

@@ -106,6 +106,7 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "config.body_auth.BodyAfterAuthenticationMiddleware",  # before the CSRF check reads a form
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -148,11 +149,20 @@ ASGI_APPLICATION = "config.asgi.application"
 
 
 # Threads of a web worker that run sync views (the API and the pages; config/dispatch.py). A
-# thread is held only while Django runs the request (bodies are read before, answers sent after,
-# on the event loop), as a gunicorn sync worker behind a buffering proxy. More threads per
+# thread is held only while Django runs the request (small bodies are read before, answers sent
+# after, on the event loop), as a gunicorn sync worker behind a buffering proxy. More threads per
 # process lose to contention for the interpreter lock (bench/README.md, status endpoint): to
 # serve more requests at once, run more workers (WEB_WORKERS).
 WEB_THREADS = env_int("WEB_THREADS", 1)
+
+# The serving edge's limits (docs/limits.md, "The web server"). granian enforces the first four
+# before the application is called; config/edge.py the body and send deadlines.
+WEB_MAX_HEADER_BYTES = env_int("WEB_MAX_HEADER_BYTES", 64 * 1024)  # request line + headers
+WEB_HEADER_SECONDS = env_float("WEB_HEADER_SECONDS", 10.0)  # to send them; also the keep-alive idle
+WEB_MAX_REQUESTS = env_int("WEB_MAX_REQUESTS", 2048)  # connections served at once, per worker
+WEB_BODY_IDLE_SECONDS = env_float("WEB_BODY_IDLE_SECONDS", 15.0)  # between two parts of a body
+WEB_BODY_SECONDS = env_float("WEB_BODY_SECONDS", 300.0)  # for the whole body
+WEB_SEND_SECONDS = env_float("WEB_SEND_SECONDS", 30.0)  # for the client to take each part of an answer
 
 
 def database_config() -> dict[str, Any]:
@@ -173,7 +183,7 @@ def database_config() -> dict[str, Any]:
                 f"PRAGMA mmap_size={env_int('SQLITE_MMAP_BYTES', 1 << 30)};"
             ),
         }
-        # A file, not memory, so that test processes (qcluster, uvicorn) see the test database.
+        # A file, not memory, so that test processes (qcluster, web server) see the test database.
         db["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
     else:
         # Workers and the reaper keep their connection (DB_CONN_MAX_AGE=60; django-q2 otherwise

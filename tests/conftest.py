@@ -4,7 +4,7 @@ Tiers (see the Makefile and docs/testing.md):
 
 - ``unit``: no database at all (marked here at collection, from the fixtures a test uses);
 - integration: the database, in this process;
-- ``cluster`` (real qcluster / uvicorn subprocesses), ``browser`` (Chromium) and
+- ``cluster`` (real qcluster / web server subprocesses), ``browser`` (Chromium) and
   ``reliability`` (everything under ``tests/reliability/``: hostile inputs, chaos, scale-out).
 
 ``make test-fast`` runs unit + integration on SQLite. The full suite runs twice: on SQLite, and
@@ -143,7 +143,7 @@ def race(functions: list[Callable[[], Any]]) -> list[Any]:
 
 
 def database_url() -> str:
-    """A URL for the test database, for subprocesses (qcluster, uvicorn, manage.py)."""
+    """A URL for the test database, for subprocesses (qcluster, web server, manage.py)."""
     db = connection.settings_dict
     if "sqlite" in db["ENGINE"]:
         return f"sqlite:///{db['NAME']}"
@@ -152,7 +152,7 @@ def database_url() -> str:
 
 
 def child_env(media_root: str | Path | None = None, **extra: str) -> dict[str, str]:
-    """Environment for a child process (qcluster, reaper, uvicorn, manage.py) on the test
+    """Environment for a child process (qcluster, reaper, web server, manage.py) on the test
     database and media, with quick leases and polling; ``extra`` overrides any of it."""
     env = {
         **os.environ,

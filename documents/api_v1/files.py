@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpResponse
+from django.http import FileResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -19,9 +19,11 @@ from documents.api_v1.base import V1_ERRORS, V1View
 from documents.api_v1.errors import V1Error, not_found
 from documents.api_v1.pagination import keyset_page
 from documents.models import Document, FileObject
-from documents.services.files import NOT_DOWNLOADABLE, PURPOSES, file_create, file_delete, file_read
+from documents.services.files import NOT_DOWNLOADABLE, PURPOSES, file_create, file_delete, file_open
 from documents.services.vector_stores import document_of_file
 from documents.throttles import UPLOAD_THROTTLES
+
+DOWNLOAD_PIECE_BYTES = 64 * 1024
 
 
 class FileIn(serializers.Serializer):
@@ -181,7 +183,7 @@ class FileContentView(V1View):
         operation_id="v1_files_content",
         responses={(200, "application/octet-stream"): bytes, **V1_ERRORS},
     )
-    def get(self, request: Request, file_id: str) -> HttpResponse:
+    def get(self, request: Request, file_id: str) -> FileResponse:
         """The file's bytes, unless its purpose is not downloadable (``assistants``, as OpenAI;
         a document's file is one of those)."""
         obj = any_file_of(self, file_id)
@@ -193,6 +195,9 @@ class FileContentView(V1View):
                 f"Not allowed to download files of purpose: {purpose}.",
                 "file_id",
             )
-        response = HttpResponse(file_read(obj), content_type="application/octet-stream")
+        # Streamed from storage a piece at a time: a client that reads slowly holds a few pieces
+        # in the server, never the whole file (and is cut off after WEB_SEND_SECONDS).
+        response = FileResponse(file_open(obj), content_type="application/octet-stream")
+        response.block_size = DOWNLOAD_PIECE_BYTES
         response["Content-Disposition"] = "attachment"
         return response

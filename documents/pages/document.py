@@ -317,7 +317,7 @@ def search_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
 def static_file(request: HttpRequest, path: str) -> HttpResponse:
     """Serve the pages' CSS and JavaScript (and the admin's) from the apps' static folders.
 
-    The single-machine platform runs uvicorn with no reverse proxy in front, so nothing else
+    The single-machine platform runs its web server with no reverse proxy in front, so nothing else
     serves ``STATIC_URL``; behind a proxy that serves ``collectstatic``'s output these requests
     never reach Django. The files are small, so they are read whole: a streamed file response
     would make the ASGI handler warn on every request.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -72,6 +72,12 @@ def _check_room(tenant: Tenant, size: int) -> None:
         check_storage(tenant, size)
     except StorageQuotaExceeded as full:
         raise FileInputError("file", full.code, full.message, full.http_status) from full
+
+
+def file_open(obj: FileObject) -> IO[bytes]:
+    """The stored bytes of a file object, opened for reading in pieces (a download streams them)."""
+    handle: IO[bytes] = default_storage.open(obj.stored_name, "rb")
+    return handle
 
 
 def file_read(obj: FileObject) -> bytes:

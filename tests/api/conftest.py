@@ -1,5 +1,5 @@
 """Fixtures for the REST API and SSE tests: API callers of a tenant, uploads, driving jobs, and a
-real ASGI server (uvicorn) with a real HTTP client (httpx) for Server-Sent Events.
+real ASGI server (granian, as deployed) with a real HTTP client (httpx) for Server-Sent Events.
 
 State is created through the services and the API itself (``user_create_in_tenant``,
 ``POST /api/documents/``, ``run_job``, ``job_claim``); nothing is inserted raw.
@@ -234,12 +234,12 @@ class Server:
         return httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
 
 
-WEB_WORKERS = 2  # uvicorn processes of a test server
+WEB_WORKERS = 2  # web server processes of a test server
 
 
 def start_server(processes: Processes, env: dict[str, str], **extra: str) -> Server:
     port = free_port()
-    # As deployed: two uvicorn workers on their own sockets of one port (manage.py serve_web).
+    # As deployed: two granian workers on one port (manage.py serve_web).
     args = [
         "serve_web",
         "--host",
@@ -261,7 +261,7 @@ def start_server(processes: Processes, env: dict[str, str], **extra: str) -> Ser
             return False
 
     try:
-        wait_for(up, timeout=30, interval=0.1, what="uvicorn to answer")
+        wait_for(up, timeout=30, interval=0.1, what="the web server to answer")
     except AssertionError:
         raise AssertionError(processes.logs()) from None
     return Server(base_url=base, processes=processes)

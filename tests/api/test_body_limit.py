@@ -1,5 +1,5 @@
 """The request body limit holds at the server layer, before Django reads the body or checks
-credentials: a real uvicorn serving the project's ASGI application."""
+credentials: a real web server (serve_web) serving the project's ASGI application."""
 
 from __future__ import annotations
 

@@ -4,13 +4,14 @@ ASGI server drives it (no database, no server)."""
 from __future__ import annotations
 
 import asyncio
+import io
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from config.dispatch import ViewKindDispatcher
+from config.edge import EdgeDeadlines
 from tests.conftest import wait_for_async
 
 CHUNKS = [b"chunk %03d;" % i for i in range(60)]  # several times the bridge's queue of 10
@@ -88,19 +89,88 @@ def test_a_streamed_answer_arrives_whole_and_in_order_through_a_slow_client() ->
     assert app.finished.is_set()
 
 
+def edged(app: Any, *, send_seconds: float = 5.0) -> EdgeDeadlines:
+    async def asgi_app(*_: Any) -> None:
+        raise AssertionError("a sync path went to the ASGI handler")
+
+    dispatcher = ViewKindDispatcher(asgi_app=asgi_app, wsgi_app=app, threads=1)
+    return EdgeDeadlines(dispatcher, body_idle_seconds=5, body_seconds=5, send_seconds=send_seconds)
+
+
+async def no_body() -> dict[str, Any]:
+    return {"type": "http.request", "body": b"hello world", "more_body": False}
+
+
 def test_a_client_whose_send_fails_does_not_hold_the_thread() -> None:
-    """The sender stops at the failed send; the app's thread, blocked on a full queue, must
-    still finish (a hung thread would be one of the few sync threads lost for good)."""
+    """a2wsgi's thread waits on a queue of 10 messages that only the sender empties; a send that
+    fails (the client is gone) must not leave it waiting for good."""
     app = StreamingApp()
-    count = 0
-    # A thread that gets ahead of the loop fills the queue of 10 and waits for room.
 
     async def failing_send(message: dict[str, Any]) -> None:
-        nonlocal count
-        count += 1
-        if count == 1:  # the response's start: nothing was taken off the queue before
-            raise ConnectionResetError("connection reset")
+        raise ConnectionResetError("connection reset")
 
-    with pytest.raises(ConnectionResetError):  # not a timeout: the request ends with the failure
-        run(app, failing_send, body_parts=[b"hello world"])
+    asyncio.run(asyncio.wait_for(edged(app)(scope(), no_body, failing_send), timeout=30))
     assert app.finished.wait(timeout=10)
+
+
+def test_a_client_that_takes_nothing_is_dropped_after_the_send_deadline() -> None:
+    app = StreamingApp()
+    sent: list[dict[str, Any]] = []
+
+    async def stuck_send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        await asyncio.Event().wait()
+
+    started = time.monotonic()
+    asyncio.run(asyncio.wait_for(edged(app, send_seconds=0.5)(scope(), no_body, stuck_send), timeout=30))
+    assert app.finished.wait(timeout=10)
+    assert len(sent) == 1  # the start, then nothing more was tried
+    assert time.monotonic() - started < 10
+
+
+class FileApp:
+    """Answers with a file through ``wsgi.file_wrapper``, as Django does for a FileResponse."""
+
+    def __init__(self, data: bytes) -> None:
+        self.file = io.BytesIO(data)
+        self.returned = threading.Event()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        environ["wsgi.input"].read()
+        start_response("200 OK", [("Content-Type", "application/octet-stream")])
+        try:
+            return environ["wsgi.file_wrapper"](self.file, 1000)
+        finally:
+            self.returned.set()
+
+
+def test_a_file_answer_is_sent_by_the_loop_after_the_thread_is_free() -> None:
+    data = bytes(range(256)) * 40  # 10,240 bytes: 11 pieces
+    app = FileApp(data)
+    sent: list[dict[str, Any]] = []
+    thread_free_before_body: list[bool] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and message.get("body"):
+            thread_free_before_body.append(app.returned.is_set())
+        sent.append(message)
+
+    asyncio.run(asyncio.wait_for(edged(app)(scope(), no_body, send), timeout=30))
+    assert b"".join(m.get("body", b"") for m in sent[1:]) == data
+    assert all(thread_free_before_body)
+    assert sent[-1]["more_body"] is False
+    assert app.file.closed
+
+
+def test_a_file_answer_stops_when_its_client_is_dropped() -> None:
+    app = FileApp(b"x" * 100_000)
+    sent: list[dict[str, Any]] = []
+
+    async def stuck_after_two(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if len(sent) > 2:
+            await asyncio.Event().wait()
+
+    asyncio.run(asyncio.wait_for(edged(app, send_seconds=0.5)(scope(), no_body, stuck_after_two), timeout=30))
+    assert len(sent) == 3  # the start, one piece, the piece that was never taken
+    assert app.file.closed

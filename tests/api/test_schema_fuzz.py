@@ -1,4 +1,4 @@
-"""Schema-driven fuzzing (schemathesis) of every documented operation on a real uvicorn process.
+"""Schema-driven fuzzing (schemathesis) of every documented operation on a real web server process.
 
 Each operation gets positive and negative generated requests, half of them with real ids of the
 caller's own document and job. Every answer must not be a 5xx (checked on every example, and

@@ -1,6 +1,6 @@
 """The web server as deployed (``manage.py serve_web``, config/dispatch.py), run for real: sync
 views on the WSGI handler's threads with their bodies read first, async views on the ASGI
-handler, several uvicorn workers on their own sockets of one port, restarted when they die."""
+handler, several granian workers on one port, restarted when they die."""
 
 from __future__ import annotations
 
@@ -138,8 +138,8 @@ def two_workers(tmp_path: Path) -> Iterator[TwoWorkers]:
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads connections from Linux's /proc")
 def test_kept_alive_connections_are_spread_over_the_workers(two_workers: TwoWorkers) -> None:
-    """uvicorn's own --workers share one socket, and one worker can take every connection of a
-    burst; here each worker has its own socket and the kernel spreads them."""
+    """A burst of kept-alive connections is shared by the workers, not taken by the first one
+    that wakes (granian's workers each listen with SO_REUSEPORT, and the kernel spreads them)."""
     clients = [httpx.Client(base_url=two_workers.base, timeout=10) for _ in range(40)]
     try:
         for client in clients:  # each keeps its connection open after its request

@@ -1,4 +1,4 @@
-"""Server-Sent Events through a real ASGI server (uvicorn) and a real HTTP client (httpx).
+"""Server-Sent Events through a real ASGI server (granian, as deployed) and a real HTTP client (httpx).
 
 The job is driven from this process with the engine's services where the test needs exact
 control (``job_claim`` + ``run_stage``), or by a real ``qcluster`` process. The event log

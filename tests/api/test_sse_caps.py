@@ -1,5 +1,5 @@
 """Caps on event streams per user and in all, their maximum lifetime, and a bad Last-Event-ID
-(docs/limits.md), on a real uvicorn whose counts live in the shared cache."""
+(docs/limits.md), on a real web server whose counts live in the shared cache."""
 
 from __future__ import annotations
 

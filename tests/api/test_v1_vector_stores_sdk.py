@@ -1,5 +1,5 @@
 """The OpenAI vector-store API through the official ``openai`` SDK, unchanged, against a real
-uvicorn process and a real django-q2 cluster (and reaper) on the same database: files processed
+web server process and a real django-q2 cluster (and reaper) on the same database: files processed
 by our jobs, ``completed`` only once searchable, failures with an OpenAI ``last_error``, batches,
 search with attribute filters, deletes, cancel during OCR, pagination and tenancy.
 

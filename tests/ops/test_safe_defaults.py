@@ -1,5 +1,5 @@
 """Safe defaults: no start without a real secret key unless DEBUG,
-``check --deploy`` clean with the production environment set, uvicorn not trusting proxy headers
+``check --deploy`` clean with the production environment set, the web server not trusting proxy headers
 unless proxies are named. Each runs a real ``manage.py`` on ``config.settings``."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from django.test import Client
 from pytest_django.fixtures import Settings as DjangoSettings
 
-from jobs.management.commands.serve_web import uvicorn_proxy_options
+from config.edge import trusted_proxies
 from tests.conftest import ROOT
 
 
@@ -109,18 +109,12 @@ def test_check_deploy_warns_without_it(tmp_path: Path) -> None:
     assert "security.W004" in result.stderr  # no HSTS
 
 
-@pytest.mark.parametrize(
-    ("trusted", "options"),
-    [
-        ("", {"proxy_headers": False}),
-        ("10.0.0.5", {"proxy_headers": True, "forwarded_allow_ips": "10.0.0.5"}),
-    ],
-)
-def test_uvicorn_trusts_proxy_headers_only_from_named_proxies(
-    monkeypatch: pytest.MonkeyPatch, trusted: str, options: dict[str, object]
+@pytest.mark.parametrize("trusted", ["", "10.0.0.5"])
+def test_proxy_headers_are_trusted_only_from_named_proxies(
+    monkeypatch: pytest.MonkeyPatch, trusted: str
 ) -> None:
     monkeypatch.setenv("FORWARDED_ALLOW_IPS", trusted)
-    assert uvicorn_proxy_options() == options
+    assert trusted_proxies() == trusted
 
 
 @pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""A real platform for browser tests: uvicorn and a django-q2 cluster on the test's database,
+"""A real platform for browser tests: the web server and a django-q2 cluster on the test's database,
 Debian's Chromium driven by Playwright, and screenshots for people to look at."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Platform:
         # As deployed (manage.py serve_web); open SSE streams must not hold a stopping server long.
         args = ["serve_web", "--port", str(self.port), "--graceful-seconds", "1"]
         self.web = self.processes.manage("web", args, self.env)
-        wait_for(self._answers, timeout=30, what=f"uvicorn on {self.port}\n{self.processes.logs()}")
+        wait_for(self._answers, timeout=30, what=f"the web server on {self.port}\n{self.processes.logs()}")
 
     def kill_web(self) -> None:
         """The web server dies at once (every open SSE connection with it), like a crash."""

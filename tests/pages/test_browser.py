@@ -1,4 +1,4 @@
-"""The pages in a real browser (Debian's Chromium via Playwright) against a real uvicorn server
+"""The pages in a real browser (Debian's Chromium via Playwright) against a real web server
 and a real django-q2 cluster, both separate processes on this test's database.
 
 Each test also proves the page never reloaded: it plants ``window.__marker`` after the page
@@ -56,7 +56,7 @@ def chromium(django_db_setup: None) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def platform(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[Platform]:
-    """uvicorn and a q2 cluster for the module: starting them per test would double its time.
+    """The web server and a q2 cluster for the module: starting them per test would double its time.
     Each test still gets a fresh database (transactional_db) and logs in again."""
     processes = Processes(tmp_path_factory.mktemp("platform"))
     with django_db_blocker.unblock():

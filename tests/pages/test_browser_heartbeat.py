@@ -1,5 +1,5 @@
 """A page that no unit finished on lately says the worker is still working, from its heartbeat
-(real Chromium, real uvicorn; the worker is this test, so the quiet spell is certain: no
+(real Chromium, the real web server; the worker is this test, so the quiet spell is certain: no
 cluster runs here to finish the job first)."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def chromium(django_db_setup: None) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def web(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[Platform]:
-    """uvicorn alone: no workers."""
+    """The web server alone: no workers."""
     processes = Processes(tmp_path_factory.mktemp("web"))
     with django_db_blocker.unblock():
         env = server_env(str(settings.MEDIA_ROOT))
