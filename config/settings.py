@@ -385,6 +385,9 @@ EMBEDDINGS_HTTP_DIMENSION = env_int("EMBEDDINGS_HTTP_DIMENSION", 0)
 EMBEDDINGS_HTTP_BATCH_SIZE = env_int("EMBEDDINGS_HTTP_BATCH_SIZE", 64)
 EMBEDDINGS_HTTP_TIMEOUT = env_float("EMBEDDINGS_HTTP_TIMEOUT", 30)
 EMBEDDINGS_HTTP_MAX_CONCURRENCY = env_int("EMBEDDINGS_HTTP_MAX_CONCURRENCY", 4)
+# The most tokens the provider's model takes of one text (chunks are cut to fit, measured by a
+# safe estimate): 512 suits most open models; OpenAI's text-embedding-3 models take 8191.
+EMBEDDINGS_HTTP_WINDOW = env_int("EMBEDDINGS_HTTP_WINDOW", 512)
 EMBEDDINGS_ST_MODEL = os.environ.get("EMBEDDINGS_ST_MODEL", "sentence-transformers/all-MiniLM-L6-v2")
 
 # --- security and limits (docs/limits.md lists them all) -------------

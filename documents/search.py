@@ -14,7 +14,6 @@ fallback) is ``documents.retrieval.backends``.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -32,7 +31,7 @@ from documents.retrieval import backends
 from documents.retrieval.filters import Filter, filter_sql
 from documents.retrieval.fusion import fuse
 from documents.retrieval.index import search_index
-from documents.retrieval.text import query_tokens
+from documents.retrieval.text import highlight_spans, highlight_terms, query_tokens
 from jobs.errors import StageFailure
 
 SNIPPET_CHARS = 280
@@ -222,18 +221,14 @@ def _hit(
 
 
 def query_terms(query: str) -> list[str]:
-    """Words and CJK runs of a query, and the runs' bigrams (what lexical search matched them
-    by), longest first: what a page highlights."""
-    terms = {t for t in re.findall(r"\w+", query.lower()) if len(t) > 1 or not t.isascii()}
-    terms.update(t for t in query_tokens(query) if len(t) == 2 and not t.isascii())
-    return sorted(terms, key=len, reverse=True)
+    """What a page highlights of a query, longest first (:func:`highlight_terms`)."""
+    return highlight_terms(query)
 
 
 def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
     """A window of ``text`` around the first query term found (the start when none is)."""
     text = " ".join(text.split())
-    lower = text.lower()
-    positions = [p for p in (lower.find(t) for t in query_terms(query)) if p >= 0]
-    start = max(0, min(positions) - width // 3) if positions else 0
+    spans = highlight_spans(text, query)
+    start = max(0, spans[0][0] - width // 3) if spans else 0
     window = text[start : start + width]
     return ("…" if start > 0 else "") + window + ("…" if start + width < len(text) else "")

@@ -12,6 +12,7 @@ from rest_framework import serializers
 from documents.api.refusal import ApiError
 from documents.attributes import KEY_PATTERN, MAX_ATTRIBUTES, MAX_STRING_LENGTH
 from documents.retrieval.filters import Filter, parse_filter_json
+from documents.retrieval.neighbours import MAX_NEIGHBOURS
 from documents.selectors import DEFAULT_ORDERING, ORDERINGS, STATE_WORDS
 
 # A browser form's CSRF token (checked by the middleware) is part of any form a page posts.
@@ -93,6 +94,10 @@ class DocumentPatchIn(StrictIn):
 
 
 COLLECTIONS_HELP = "Only documents of these collections (ids, comma-separated)."
+NEIGHBOURS_HELP = (
+    f"0-{MAX_NEIGHBOURS}: with each hit, the whole text of this many chunks before and after it in "
+    "its document version (the passage around the hit)."
+)
 
 
 class CollectionIdsField(serializers.ListField):
@@ -139,6 +144,9 @@ class SearchIn(StrictIn):
     k = serializers.IntegerField(min_value=1, max_value=50, default=10, help_text="How many results.")
     mode = serializers.ChoiceField(choices=SEARCH_MODES, default="hybrid", help_text=MODE_HELP)
     collections = CollectionIdsField(required=False, max_length=100, help_text=COLLECTIONS_HELP)
+    neighbours = serializers.IntegerField(
+        min_value=0, max_value=MAX_NEIGHBOURS, default=0, help_text=NEIGHBOURS_HELP
+    )
     filters = serializers.CharField(
         required=False, allow_blank=True, max_length=4000, help_text=f"As JSON text. {FILTERS_HELP}"
     )
@@ -164,6 +172,9 @@ class SearchBodyIn(StrictIn):
     collections = serializers.ListField(
         child=serializers.UUIDField(), required=False, max_length=100, help_text="Only these collections."
     )
+    neighbours = serializers.IntegerField(
+        min_value=0, max_value=MAX_NEIGHBOURS, default=0, help_text=NEIGHBOURS_HELP
+    )
 
 
 class SearchComponentOut(serializers.Serializer[Any]):
@@ -176,6 +187,19 @@ class SearchComponentOut(serializers.Serializer[Any]):
 class SearchComponentsOut(serializers.Serializer[Any]):
     lexical = SearchComponentOut(required=False)
     semantic = SearchComponentOut(required=False)
+
+
+class NeighbourOut(serializers.Serializer[Any]):
+    ordinal = serializers.IntegerField(help_text="The chunk's place in its version (0 = first).")
+    text = serializers.CharField(help_text="The chunk's whole text.")
+    page_start = serializers.IntegerField()
+    page_end = serializers.IntegerField()
+    heading_path = serializers.ListField(child=serializers.CharField())
+
+
+class NeighboursOut(serializers.Serializer[Any]):
+    before = NeighbourOut(many=True, help_text="The chunks before the hit, in reading order.")
+    after = NeighbourOut(many=True, help_text="The chunks after the hit, in reading order.")
 
 
 class SearchHitOut(serializers.Serializer[Any]):
@@ -194,6 +218,10 @@ class SearchHitOut(serializers.Serializer[Any]):
         help_text="Fused score, 0-1: the RRF sum divided by its maximum (first in every list of the mode)."
     )
     components = SearchComponentsOut(help_text="The hit's rank and score in each list that holds it.")
+    ordinal = serializers.IntegerField(help_text="The hit chunk's place in its version (0 = first).")
+    neighbours = NeighboursOut(
+        required=False, help_text="With neighbours=N: the N chunks before and after the hit in its version."
+    )
 
 
 class SearchOut(serializers.Serializer[Any]):

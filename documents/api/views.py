@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from django.utils.translation import gettext_noop
@@ -21,6 +22,7 @@ from documents.api import serializers as s
 from documents.api.errors import ApiError
 from documents.models import Document, DocumentVersion, Tenant
 from documents.retrieval.filters import Filter, parse_filter
+from documents.retrieval.neighbours import neighbours_of
 from documents.search import SearchHit, SearchUnavailable, search
 from documents.selectors import (
     access_document,
@@ -316,7 +318,12 @@ class SearchView(TenantView):
         query.is_valid(raise_exception=True)
         data = query.validated_data
         return self.answer(
-            data["q"], data["k"], data["mode"], data.get("filters"), collection_ids=data.get("collections")
+            data["q"],
+            data["k"],
+            data["mode"],
+            data.get("filters"),
+            collection_ids=data.get("collections"),
+            neighbours=data["neighbours"],
         )
 
     @extend_schema(request=s.SearchBodyIn, responses={200: s.SearchOut, **ERRORS})
@@ -327,7 +334,13 @@ class SearchView(TenantView):
         raw = data.get("filters")
         filters = parse_filter(raw) if raw is not None else None  # FilterError: a 400 naming the field
         return self.answer(
-            data["query"], data["k"], data["mode"], filters, data.get("document_ids"), data.get("collections")
+            data["query"],
+            data["k"],
+            data["mode"],
+            filters,
+            data.get("document_ids"),
+            data.get("collections"),
+            neighbours=data["neighbours"],
         )
 
     def answer(
@@ -338,6 +351,8 @@ class SearchView(TenantView):
         filters: Filter | None = None,
         document_ids: list[Any] | None = None,
         collection_ids: list[Any] | None = None,
+        *,
+        neighbours: int = 0,
     ) -> Response:
         try:
             # Another tenant's collection ids match nothing: the search is the tenant's first.
@@ -359,7 +374,14 @@ class SearchView(TenantView):
                     "Search with mode=lexical or hybrid, or try again later."
                 ),
             ) from None
-        return Response({"query": q, "mode": mode, "results": [hit_out(h, q) for h in hits]})
+        results = [hit_out(h, q) for h in hits]
+        if neighbours:
+            for result, around in zip(results, neighbours_of(hits, neighbours), strict=True):
+                result["neighbours"] = {
+                    "before": [asdict(chunk) for chunk in around.before],
+                    "after": [asdict(chunk) for chunk in around.after],
+                }
+        return Response({"query": q, "mode": mode, "results": results})
 
 
 def hit_out(hit: SearchHit, query: str) -> dict[str, Any]:
@@ -375,4 +397,5 @@ def hit_out(hit: SearchHit, query: str) -> dict[str, Any]:
         "highlight": str(highlight(hit.snippet, query)),
         "score": hit.score,
         "components": {name: {"rank": rank, "score": hit.scores[name]} for name, rank in hit.ranks.items()},
+        "ordinal": hit.ordinal,
     }

@@ -115,11 +115,22 @@ class SearchIn(serializers.Serializer):
     max_num_results = serializers.IntegerField(min_value=1, max_value=50, required=False)
     ranking_options = RankingOptions(required=False)
     rewrite_query = serializers.BooleanField(required=False, help_text="accepted; does nothing")
+    neighbours = serializers.IntegerField(
+        min_value=0,
+        max_value=5,
+        required=False,
+        help_text="extension: 0-5 chunks before and after each result, in result.neighbours",
+    )
 
 
 class TextOut(serializers.Serializer):
     type = serializers.CharField()
     text = serializers.CharField()
+
+
+class NeighboursOut(serializers.Serializer):
+    before = TextOut(many=True)
+    after = TextOut(many=True)
 
 
 class SearchResultOut(serializers.Serializer):
@@ -128,6 +139,7 @@ class SearchResultOut(serializers.Serializer):
     score = serializers.FloatField()
     attributes = Dict()
     content = TextOut(many=True)
+    neighbours = NeighboursOut(required=False, help_text="extension: with neighbours=N in the request")
 
 
 class SearchPageOut(serializers.Serializer):

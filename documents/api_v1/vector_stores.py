@@ -28,6 +28,7 @@ from documents.api_v1.files import LIST_PARAMETERS, DeletedOut
 from documents.api_v1.pagination import keyset_page
 from documents.models import Chunk, Collection, Document, VectorStoreFileBatch
 from documents.retrieval.filters import parse_filter
+from documents.retrieval.neighbours import MAX_NEIGHBOURS, neighbours_of
 from documents.search import search
 from documents.services import vector_stores as vs
 from documents.services.attributes import document_update
@@ -368,7 +369,8 @@ class SearchView(StoreView):
     def post(self, request: Request, store_id: str) -> Response:
         """Hybrid search inside the store: query (text or list), filters, max_num_results,
         ranking_options.score_threshold on the fused score (0-1); rewrite_query is accepted
-        and does nothing."""
+        and does nothing. The extension ``neighbours`` (0-5) adds to each result the chunks
+        before and after it in its file, in OpenAI's content shape."""
         collection = self.store(store_id)
         body = body_of(request)
         raw_query = body.get("query")
@@ -389,6 +391,14 @@ class SearchView(StoreView):
             raise V1Error(
                 400, "invalid_ranking_options", "ranker is auto or default-2024-11-15.", "ranking_options"
             )
+        # An extension of this platform (OpenAI has none): the chunks around each hit.
+        neighbours = body.get("neighbours", 0)
+        if (
+            not isinstance(neighbours, int)
+            or isinstance(neighbours, bool)
+            or not 0 <= neighbours <= MAX_NEIGHBOURS
+        ):
+            raise V1Error(400, "invalid_neighbours", f"neighbours is 0-{MAX_NEIGHBOURS}.", "neighbours")
         filters = parse_filter(body["filters"]) if body.get("filters") is not None else None
         pk = collection.pk.hex if connection.vendor == "sqlite" else collection.pk
         hits = search(
@@ -409,6 +419,12 @@ class SearchView(StoreView):
             }
             for h in hits
         ]
+        if neighbours:
+            for item, around in zip(data, neighbours_of(hits, neighbours), strict=True):
+                item["neighbours"] = {
+                    "before": [{"type": "text", "text": chunk.text} for chunk in around.before],
+                    "after": [{"type": "text", "text": chunk.text} for chunk in around.after],
+                }
         return Response(
             {
                 "object": "vector_store.search_results.page",

@@ -29,6 +29,17 @@ class Embedder(Protocol):
     # search drops such dense candidates (never a full-text match).
     similarity_floor: float
 
+    @property
+    def window(self) -> int:
+        """The most tokens the model sees of one text, special tokens included: a longer text is
+        cut (silently, by most models), so chunks are sized to fit it (a plain attribute will do)."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """How many tokens the model makes of ``text``, special tokens included, by its own
+        tokenizer (or, where that is not at hand, an estimate never below it), uncut."""
+        ...
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Shape ``(len(texts), dimension)``, float32; each row has unit L2 norm, or is all zeros
         when the text has nothing to embed."""

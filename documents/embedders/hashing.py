@@ -37,10 +37,17 @@ class HashingEmbedder:
 
     similarity_floor = 0.05  # a cosine this low is a hash collision, not a shared word
 
-    def __init__(self, dimension: int = 1024) -> None:
+    # No model cuts its input: the window only keeps chunks to a size a reader can take in at once
+    # (and within what a /v1 static chunking strategy may ask for). Not part of the vector space.
+    DEFAULT_WINDOW = 4096
+
+    def __init__(self, dimension: int = 1024, *, window: int = DEFAULT_WINDOW) -> None:
         if dimension < 16:
             raise ValueError("dimension must be at least 16")
+        if window < 32:
+            raise ValueError("window must be at least 32")
         self._dimension = dimension
+        self.window = window
 
     @property
     def name(self) -> str:
@@ -49,6 +56,11 @@ class HashingEmbedder:
     @property
     def dimension(self) -> int:
         return self._dimension
+
+    def count_tokens(self, text: str) -> int:
+        """This embedder's tokens are its words: Latin words, and CJK characters one by one."""
+        text = unicodedata.normalize("NFKC", text)
+        return len(_WORD.findall(text)) + sum(len(run) for run in _CJK_RUN.findall(text))
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed ``texts``; see :class:`Embedder`."""

@@ -132,11 +132,15 @@ class HttpEmbedder:
         dimension: int | None = None,
         batch_size: int = 64,
         timeout: float = 30.0,
+        window: int = 512,
     ) -> None:
         if not base_url or not model:
             raise ImproperlyConfigured("the HTTP embedder needs a base URL and a model name")
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if window < 32:
+            raise ValueError("window must be at least 32")
+        self.window = window
         url = httpx.URL(base_url.rstrip("/"))
         self.model = model
         self.limiter = limiter
@@ -161,6 +165,13 @@ class HttpEmbedder:
         if self._dimension is None:
             raise ImproperlyConfigured("embedding dimension unknown: set EMBEDDINGS_HTTP_DIMENSION")
         return self._dimension
+
+    def count_tokens(self, text: str) -> int:
+        """An estimate, never below what common tokenizers make of ``text``: the provider's
+        tokenizer is not at hand. BPE and WordPiece vocabularies spend a token on about four
+        bytes of English and on about one CJK character (three bytes); one per three UTF-8 bytes,
+        plus two special tokens, stays above both."""
+        return -(-len(text.encode("utf-8", "replace")) // 3) + 2
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -237,6 +248,7 @@ def build(**options: Any) -> HttpEmbedder:
         "dimension": settings.EMBEDDINGS_HTTP_DIMENSION or None,
         "batch_size": settings.EMBEDDINGS_HTTP_BATCH_SIZE,
         "timeout": settings.EMBEDDINGS_HTTP_TIMEOUT,
+        "window": settings.EMBEDDINGS_HTTP_WINDOW,
         **options,
     }
     if "limiter" not in http_options:

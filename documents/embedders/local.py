@@ -12,6 +12,7 @@ lexical side of hybrid search (character n-grams).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -26,6 +27,7 @@ from documents.embedders.registry import register
 
 if TYPE_CHECKING:
     from threadpoolctl import ThreadpoolController
+    from tokenizers import Tokenizer
 
     from documents.embedders.bert_numpy import Array, BertSentenceEncoder
 
@@ -60,6 +62,17 @@ def packaged_model_dir() -> Path:
     return model_dir
 
 
+def read_window(model_dir: Path) -> int:
+    """The most tokens the model in ``model_dir`` sees: ``max_seq_length`` of its
+    ``sentence_bert_config.json``, else its position embeddings' length."""
+    config_path = model_dir / "sentence_bert_config.json"
+    if config_path.is_file():
+        length = json.loads(config_path.read_text()).get("max_seq_length")
+        if length:
+            return int(length)
+    return int(json.loads((model_dir / "config.json").read_text())["max_position_embeddings"])
+
+
 class LocalModelEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions, mean pooling, unit vectors), loaded lazily once per instance.
 
@@ -78,6 +91,8 @@ class LocalModelEmbedder:
         self.threads = threads
         self.batch_size = batch_size
         self._encoder: BertSentenceEncoder | None = None
+        self._counter: Tokenizer | None = None
+        self._window: int | None = None
         self._threadpools: ThreadpoolController | None = None
         self._lock = threading.Lock()
 
@@ -93,6 +108,30 @@ class LocalModelEmbedder:
     # number "near" a Chinese page at 0.36 in the labelled set); a neighbour under this is noise,
     # and fused into hybrid search it pushed exact matches off rank 1 (bench/README "Fusion").
     similarity_floor = 0.3
+
+    @property
+    def window(self) -> int:
+        """The model's ``max_seq_length`` (256 for all-MiniLM-L6-v2): longer texts are cut there."""
+        if self._window is None:
+            self._window = read_window(self._model_dir or packaged_model_dir())
+        return self._window
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the model's own WordPiece tokenizer, ``[CLS]`` and ``[SEP]``
+        included, without the cut at the window (only the tokenizer is loaded, not the weights)."""
+        with self._lock:
+            if self._counter is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                from tokenizers import Tokenizer
+
+                counter = Tokenizer.from_file(
+                    str((self._model_dir or packaged_model_dir()) / "tokenizer.json")
+                )
+                counter.no_truncation()
+                counter.no_padding()
+                self._counter = counter
+            counter = self._counter
+        return len(counter.encode(text).ids)
 
     def load(self) -> BertSentenceEncoder:
         """Load the model now (it otherwise loads on the first ``embed``); returns the encoder."""

@@ -43,6 +43,15 @@ class SentenceTransformerEmbedder:
     def dimension(self) -> int:
         return self._dimension
 
+    @property
+    def window(self) -> int:
+        """The model's ``max_seq_length``: sentence-transformers cuts longer texts there."""
+        return int(self._model.max_seq_length)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the model's own tokenizer, special tokens included, uncut."""
+        return len(self._model.tokenizer(text, truncation=False)["input_ids"])
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed ``texts`` with the local model; see :class:`Embedder`."""
         if not texts:

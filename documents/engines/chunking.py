@@ -6,15 +6,21 @@ before. Rules, in order of precedence:
 
 - A heading closes the current chunk and opens a section. Every chunk's text starts with its
   heading path (``Guide > Install``) as context, so a chunk read alone still says where it is.
-- No chunk is estimated above ``max_tokens``. Chunks are filled up to ``target_tokens``.
+  What the embedder and the full-text index see of a chunk (:func:`embedded_text`) also starts
+  with the document's title: a contextual chunk header, with no model involved.
+- No chunk is above ``max_tokens``, its context header included. Chunks are filled up to
+  ``target_tokens``.
 - Tables and code blocks stay whole when they fit in ``max_tokens``; larger ones split between
   lines. Paragraphs above the target split at sentence ends (Latin ``.!?``, Chinese full stop
   and full-width ``!?;``), lists between items; a sentence above the maximum splits between words
   (or CJK characters), and as a last resort between characters.
 - No text is lost: the chunks' bodies, in order, hold every block's text.
 
-Sizes are estimates with no tokenizer: a CJK character counts as one token, a Latin word as 1.3,
-a run of punctuation as one. They are kept in tenths of a token as integers, so sums are exact.
+Sizes are measured by a ``measure`` function in tenths of a token, so sums are exact integers.
+:func:`chunk_for_model` measures with the active embedder's own tokenizer and keeps every chunk,
+header and special tokens included, inside the model's window (a longer text would be cut by the
+model, unseen). Without a tokenizer the sizes are estimates: a CJK character counts as one token,
+a Latin word as 1.3, a run of punctuation as one.
 """
 
 # long-module: one pure chunker (structure, CJK, overlap and token budget rules interact); splitting
@@ -24,7 +30,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 BLOCK_KINDS = frozenset({"heading", "paragraph", "table", "list", "code"})
@@ -34,6 +40,15 @@ _SPLIT_BY_LINE = frozenset({"table", "code", "list"})
 DEFAULT_TARGET_TOKENS = 350
 DEFAULT_MAX_TOKENS = 500
 PATH_SEPARATOR = " > "
+# What a version's chunks were cut by besides their sizes (recorded with them): bump when the
+# chunk text, or the text the embedder and the full-text index get of it, changes, so an
+# operator sees which versions an upgrade has not re-ingested yet (docs/upgrading.md).
+CHUNKING_SCHEME = "contextual-v2"
+# A title this long already says what the document is; more would eat the chunk's room.
+TITLE_CONTEXT_CHARS = 120
+
+# Tenths of a token of a text (without the special tokens a model adds once per text).
+Measure = Callable[[str], int]
 
 
 @dataclass(frozen=True)
@@ -101,6 +116,27 @@ def _deci_tokens(text: str) -> int:
     return total
 
 
+def embedded_text(title: str, text: str) -> str:
+    """What the embedder and the full-text index get of a chunk of text ``text`` (which starts
+    with its heading path): the document's title first, as context, unless the text starts with
+    it already (a top heading that repeats the title)."""
+    title = " ".join(title.split())[:TITLE_CONTEXT_CHARS]
+    if not title or text.startswith(title):
+        return text
+    return f"{title}\n{text}" if text else title
+
+
+def token_measure(count: Callable[[str], int]) -> tuple[Measure, int]:
+    """A :data:`Measure` from a model's token count (special tokens included), and how many
+    special tokens it adds to every text."""
+    specials = count("")
+
+    def measure(text: str) -> int:
+        return 10 * max(0, count(text) - specials)
+
+    return measure, specials
+
+
 def estimate_tokens(text: str) -> int:
     """Estimated tokens of ``text``: CJK character 1, Latin word 1.3, punctuation run 1 (rounded up)."""
     return math.ceil(_deci_tokens(text) / 10)
@@ -136,15 +172,15 @@ def _split_lines(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
 
-def _split_words(text: str, limit: int) -> list[str]:
+def _split_words(text: str, limit: int, measure: Measure) -> list[str]:
     """Greedy runs of atoms of at most ``limit`` tenths; an atom above it is cut between characters."""
     parts: list[str] = []
     current, size = "", 0
     for match in _ATOM.finditer(text):
         atom = match.group()
-        atom_size = _deci_tokens(atom)
+        atom_size = measure(atom)
         if atom_size > limit:
-            pieces = _split_characters(atom, limit)
+            pieces = _split_characters(atom, limit, measure)
         elif size + atom_size > limit and current:
             parts.append(current)
             current, size = atom, atom_size
@@ -161,23 +197,33 @@ def _split_words(text: str, limit: int) -> list[str]:
     return parts
 
 
-def _split_characters(text: str, limit: int) -> list[str]:
-    # No single character is estimated above 1.3 tokens, so this many always fit.
-    width = max(1, limit // _DECI_PER["word"])
-    return [text[i : i + width] for i in range(0, len(text), width)]
+def _split_characters(text: str, limit: int, measure: Measure) -> list[str]:
+    if measure is _deci_tokens:
+        # No single character is estimated above 1.3 tokens, so this many always fit.
+        width = max(1, limit // _DECI_PER["word"])
+        return [text[i : i + width] for i in range(0, len(text), width)]
+    # A tokenizer: start from four characters a token and halve until the piece fits.
+    pieces, start, guess = [], 0, max(1, limit // 10) * 4
+    while start < len(text):
+        width = guess
+        while width > 1 and measure(text[start : start + width]) > limit:
+            width //= 2
+        pieces.append(text[start : start + width])
+        start += width
+    return pieces
 
 
-def _block_pieces(kind: str, text: str, target: int, maximum: int) -> list[str]:
+def _block_pieces(kind: str, text: str, target: int, maximum: int, measure: Measure) -> list[str]:
     """``text`` cut into pieces of at most ``maximum`` tenths that concatenate back to ``text``."""
-    if _deci_tokens(text) <= (maximum if kind in _WHOLE_IF_FITS else target):
+    if measure(text) <= (maximum if kind in _WHOLE_IF_FITS else target):
         return [text]
     coarse = _split_lines(text) if kind in _SPLIT_BY_LINE else _split_sentences(text)
     pieces: list[str] = []
     for part in coarse:
-        if _deci_tokens(part) <= maximum:
+        if measure(part) <= maximum:
             pieces.append(part)
         else:
-            pieces.extend(_split_words(part, target))
+            pieces.extend(_split_words(part, target, measure))
     return pieces
 
 
@@ -201,12 +247,16 @@ class _Draft:
 
 
 class _Chunker:
-    def __init__(self, target_tokens: int, max_tokens: int) -> None:
+    def __init__(
+        self, target_tokens: int, max_tokens: int, *, measure: Measure, title: str, specials: int
+    ) -> None:
         if not 20 <= target_tokens <= max_tokens:
             # Below about 20 tokens a heading path and a sentence no longer fit in one chunk.
             raise ValueError("need 20 <= target_tokens <= max_tokens")
-        self.target = target_tokens * 10
-        self.maximum = max_tokens * 10
+        self.measure, self.title = measure, title
+        # The model's special tokens come with every chunk: they are part of its maximum.
+        self.target = (target_tokens - specials) * 10
+        self.maximum = (max_tokens - specials) * 10
         # A heading path may use at most a quarter of the target; longer "headings" are body text.
         self.path_budget = self.target // 4
         self.stack: list[tuple[int, str]] = []  # (level, heading text) from the top
@@ -218,7 +268,7 @@ class _Chunker:
         stack = [entry for entry in self.stack if entry[0] < level] + [(level, text)]
         path = tuple(heading for _, heading in stack)
         prefix = PATH_SEPARATOR.join(path)
-        if _deci_tokens(prefix) > self.path_budget:
+        if self.measure(prefix) > self.path_budget:
             self.add_body("paragraph", text, page)  # too long to be a heading: keep it as text
             return
         previous = self.draft
@@ -230,10 +280,14 @@ class _Chunker:
         self.draft = _Draft(path=path, prefix=prefix, pages=[page], opens_section=True)
 
     def add_body(self, kind: str, text: str, page: int) -> None:
-        prefix_size = _deci_tokens(self.draft.prefix)
-        target, maximum = self.target - prefix_size, self.maximum - prefix_size
-        for index, piece in enumerate(_block_pieces(kind, text, target, maximum)):
-            size = _deci_tokens(piece)
+        # The context header (title, heading path) is part of every chunk of the section.
+        header = embedded_text(self.title, self.draft.prefix + "\n\n" if self.draft.prefix else "")
+        header_size = self.measure(header + "\n" if header else "")
+        # Room for at least a few words, however long the header.
+        target = max(self.target - header_size, 40)
+        maximum = max(self.maximum - header_size, 40)
+        for index, piece in enumerate(_block_pieces(kind, text, target, maximum, self.measure)):
+            size = self.measure(piece)
             if not self.draft.empty and self.draft.size + size > target:
                 self._flush(keep_empty=False)
                 self.draft = _Draft(path=self.draft.path, prefix=self.draft.prefix)
@@ -278,12 +332,17 @@ def chunk_pages(
     *,
     target_tokens: int = DEFAULT_TARGET_TOKENS,
     max_tokens: int = DEFAULT_MAX_TOKENS,
+    title: str = "",
+    measure: Measure = _deci_tokens,
+    specials: int = 0,
 ) -> list[Chunk]:
     """Cut parsed pages into chunks with ordinals ``0..n-1``; see the module docstring for the rules.
 
-    Pages are taken in the order given. Deterministic: equal input gives equal output.
+    Sizes count the chunk's :func:`embedded_text` (with ``title``) by ``measure``, plus
+    ``specials`` tokens. Pages are taken in the order given. Deterministic: equal input gives
+    equal output.
     """
-    chunker = _Chunker(target_tokens, max_tokens)
+    chunker = _Chunker(target_tokens, max_tokens, measure=measure, title=title, specials=specials)
     for page in pages:
         for block in page.blocks:
             text = _clean(block.kind, block.text)
@@ -296,9 +355,11 @@ def chunk_pages(
     return chunker.finish()
 
 
-def with_overlap(chunks: Sequence[Chunk], overlap_tokens: int) -> list[Chunk]:
+def with_overlap(
+    chunks: Sequence[Chunk], overlap_tokens: int, measure: Measure = _deci_tokens
+) -> list[Chunk]:
     """Each chunk after the first starts with the last words of the one before, up to
-    ``overlap_tokens`` (estimated), after its heading line: a vector store's static
+    ``overlap_tokens`` (by ``measure``), after its heading line: a vector store's static
     ``chunk_overlap_tokens``. Callers chunk with ``max_tokens`` reduced by the overlap, so no
     chunk grows past the size asked for."""
     if overlap_tokens <= 0:
@@ -312,10 +373,48 @@ def with_overlap(chunks: Sequence[Chunk], overlap_tokens: int) -> list[Chunk]:
             head, body = first + "\n", rest
         tail: list[str] = []
         for word in reversed(previous_body.split()):
-            if estimate_tokens(" ".join([word, *tail])) > overlap_tokens:
+            if measure(" ".join([word, *tail])) > overlap_tokens * 10:
                 break
             tail.insert(0, word)
         text = head + (" ".join(tail) + " " if tail else "") + body
         result.append(replace(chunk, text=text, char_count=len(text)))
         previous_body = body
     return result
+
+
+def chunk_for_model(
+    pages: Sequence[ChunkInputPage],
+    *,
+    title: str,
+    count: Callable[[str], int],
+    window: int,
+    target_tokens: int = DEFAULT_TARGET_TOKENS,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    overlap_tokens: int = 0,
+) -> list[Chunk]:
+    """Chunks whose :func:`embedded_text` the model sees whole: ``count`` is its tokenizer's count
+    (special tokens included) and ``window`` the most tokens it sees. Sizes are its tokens; the
+    maximum (overlap included) is bounded by the window, and the overlap by half of it.
+
+    A tokenizer's count of a text is not always the sum of its parts' counts (a word cut between
+    characters, joins), so every chunk is measured whole at the end and, if one is over, the
+    pages are cut again a little smaller. ``token_estimate`` holds each chunk's count."""
+    measure, specials = token_measure(count)
+    limit = min(max_tokens + overlap_tokens, window)
+    overlap = min(overlap_tokens, limit // 2)
+    maximum = limit - overlap
+    chunks: list[Chunk] = []
+    for _attempt in range(6):
+        maximum = max(maximum, 20 + specials)
+        target = max(min(target_tokens, maximum), 20)
+        cut = chunk_pages(
+            pages, target_tokens=target, max_tokens=maximum, title=title, measure=measure, specials=specials
+        )
+        chunks = with_overlap(cut, overlap, measure)
+        sizes = [count(embedded_text(title, chunk.text)) for chunk in chunks]
+        over = max(sizes, default=0) - limit
+        chunks = [replace(chunk, token_estimate=size) for chunk, size in zip(chunks, sizes, strict=True)]
+        if over <= 0:
+            break
+        maximum -= max(over, maximum // 20, 1)
+    return chunks

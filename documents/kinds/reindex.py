@@ -55,6 +55,7 @@ def _embed_missing(ctx: StageContext) -> None:
     each batch wrote. The switch stage runs it again from the start, which finds only versions
     published meanwhile."""
     from documents.embedders import embedder_for
+    from documents.engines.chunking import embedded_text
     from documents.models import DocumentVersion
     from documents.services.reindex import counts, missing_chunks
     from documents.stages.embed import prepare_index, write_vectors
@@ -72,14 +73,15 @@ def _embed_missing(ctx: StageContext) -> None:
         if after is not None:
             version_id, ordinal = after
             todo = todo.filter(Q(version_id__gt=version_id) | Q(version_id=version_id, ordinal__gt=ordinal))
-        part = list(todo.values_list("version_id", "ordinal", "text")[:size])
+        part = list(todo.values_list("version_id", "ordinal", "text", "version__document__title")[:size])
         if not part:
             return
         # The model call happens outside any transaction; only the write below is fenced.
-        vectors = np.asarray(embedder.embed([text for _, _, text in part]), dtype=np.float32)
+        texts = [embedded_text(title, text) for _, _, text, title in part]
+        vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
         prepare_index(embedder, vectors)
         by_version: dict[Any, list[int]] = defaultdict(list)
-        for row, (version_id, _ordinal, _text) in enumerate(part):
+        for row, (version_id, *_rest) in enumerate(part):
             by_version[version_id].append(row)
         versions = DocumentVersion.objects.in_bulk(list(by_version))
         chunks_done += len(part)

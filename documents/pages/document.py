@@ -31,6 +31,7 @@ from documents.engines.validation import UploadRejected
 from documents.models import Document, DocumentVersion, Tenant
 from documents.pages.forms import UploadForm, VersionUploadForm, rejection_message
 from documents.retrieval.filters import FilterError, parse_filter_json
+from documents.retrieval.neighbours import MAX_NEIGHBOURS, neighbours_of
 from documents.search import MODES as SEARCH_MODES
 from documents.search import SearchUnavailable, search
 from documents.selectors import (
@@ -274,6 +275,9 @@ def search_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     mode = request.GET.get("mode", "hybrid")
     mode = mode if mode in SEARCH_MODES else "hybrid"
     filter_text = request.GET.get("filters", "").strip()[:4000]
+    # The chunks shown around each hit: 0-5; anything else shows none, quietly (a plain GET form).
+    raw = request.GET.get("neighbours", "0")
+    neighbours = int(raw) if raw.isdigit() and int(raw) <= MAX_NEIGHBOURS else 0
     filter_error = ""
     filters = None
     if filter_text:
@@ -293,6 +297,9 @@ def search_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
         "modes": SEARCH_MODES,
         "filter_text": filter_text,
         "filter_error": filter_error,
+        "neighbours": neighbours,
+        "neighbour_choices": range(MAX_NEIGHBOURS + 1),
+        "results": [],
     }
     if query and page_throttled(request, SEARCH_THROTTLES):
         messages.error(request, _("Too many searches in a short time. Wait a minute and try again."))
@@ -303,6 +310,8 @@ def search_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
             context["hits"] = search(
                 tenant, query, SEARCH_RESULTS, mode=mode, filters=filters, collection_ids=collection_ids
             )
+            around = neighbours_of(context["hits"], neighbours)
+            context["results"] = list(zip(context["hits"], around, strict=True))
         except SearchUnavailable:
             messages.error(
                 request, _("Search by meaning is unavailable right now. Try the other modes, or again later.")

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db.models import F
 
 from documents.embedders import configured_embedder
+from documents.engines.chunking import CHUNKING_SCHEME
 from documents.models import Chunk, DocumentVersion, Page, Tenant
 from documents.retrieval.index import search_index
 from jobs.models import Status
@@ -33,6 +34,7 @@ def processing_key(chunking: dict[str, Any] | None = None) -> str:
         "chunk_target_tokens": settings.CHUNK_TARGET_TOKENS,
         "chunk_max_tokens": settings.CHUNK_MAX_TOKENS,
         "embedder": configured_embedder().name,
+        "chunking_scheme": CHUNKING_SCHEME,
     }
     if chunking and chunking.get("type") == "static":
         parts["static_chunking"] = chunking.get("static")

@@ -279,7 +279,11 @@ def chunking_used(document: Document) -> dict[str, Any]:
     if not isinstance(recorded, dict):
         _target, maximum, overlap = chunk_sizes(document.chunking_strategy)
         recorded = sizes_used(maximum, overlap)
-    return {"type": "static", "static": recorded}
+    # Only OpenAI's two sizes: the version also records the tokenizer and window they count by.
+    sizes = {
+        key: recorded[key] for key in ("max_chunk_size_tokens", "chunk_overlap_tokens") if key in recorded
+    }
+    return {"type": "static", "static": sizes}
 
 
 def file_detach(*, tenant: Tenant, attached: Document, user: Any = None) -> None:

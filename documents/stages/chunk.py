@@ -1,4 +1,9 @@
-"""Chunking: deterministic, structure-aware chunks; the same pages always give the same ordinals."""
+"""Chunking: deterministic, structure-aware chunks; the same pages always give the same ordinals.
+
+Sizes are the tenant's embedder's own tokens, and every chunk (with its title and heading path
+as context) fits that model's window: what the model does not see of a chunk could never be found
+by meaning. While a re-index runs, the smaller window of the two embedders bounds the chunks.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ from typing import Any
 from django.conf import settings
 
 from documents.causes import EMPTY_INPUT, TOO_MANY_CHUNKS
-from documents.engines.chunking import Block, ChunkInputPage, chunk_pages, with_overlap
+from documents.embedders import tenant_embedders
+from documents.embedders.base import Embedder
+from documents.engines.chunking import CHUNKING_SCHEME, Block, ChunkInputPage, chunk_for_model
 from documents.models import Chunk, Document, DocumentVersion, Page
 from documents.rows import insert_rows
 from documents.services.dedup import copy_chunks, source_of
@@ -53,6 +60,26 @@ def sizes_used(maximum: int, overlap: int) -> dict[str, int]:
     return {"max_chunk_size_tokens": maximum + overlap, "chunk_overlap_tokens": overlap}
 
 
+def sizes_for(embedder: Embedder, maximum: int, overlap: int) -> tuple[int, int]:
+    """Maximum (without the overlap) and overlap as cut for ``embedder``: the whole chunk within
+    its window, the overlap at most half of it."""
+    limit = min(maximum + overlap, embedder.window)
+    overlap = min(overlap, limit // 2)
+    return limit - overlap, overlap
+
+
+def chunking_record(embedder: Embedder, maximum: int, overlap: int) -> dict[str, object]:
+    """What a version records of how its chunks were cut: the sizes (OpenAI's words), and the
+    tokenizer, window and scheme they were measured by. A version cut for another embedder or
+    scheme than the tenant's now needs re-ingesting to be cut for it (docs/upgrading.md)."""
+    return {
+        **sizes_used(maximum, overlap),
+        "tokens_of": embedder.name,
+        "window": embedder.window,
+        "scheme": CHUNKING_SCHEME,
+    }
+
+
 def run(ctx: StageContext) -> None:
     version = version_of(ctx)
     source = source_of(version)
@@ -63,10 +90,21 @@ def run(ctx: StageContext) -> None:
                 copy_chunks(source, version)
                 DocumentVersion.objects.filter(pk=version.pk).update(chunking=source.chunking)
             return
-    strategy = Document.objects.filter(pk=version.document_id).values_list("chunking_strategy", flat=True)
-    target, maximum, overlap = chunk_sizes(strategy.first())
-    chunks = with_overlap(
-        chunk_pages(input_pages(version.pk), target_tokens=target, max_tokens=maximum), overlap
+    strategy, title = (
+        Document.objects.filter(pk=version.document_id).values_list("chunking_strategy", "title").get()
+    )
+    target, maximum, overlap = chunk_sizes(strategy)
+    # The tokens of the embedder with the smallest window (two while a re-index runs).
+    embedder = min(tenant_embedders(version.document.tenant), key=lambda e: e.window)
+    maximum, overlap = sizes_for(embedder, maximum, overlap)
+    chunks = chunk_for_model(
+        input_pages(version.pk),
+        title=title,
+        count=embedder.count_tokens,
+        window=embedder.window,
+        target_tokens=min(target, maximum),
+        max_tokens=maximum,
+        overlap_tokens=overlap,
     )
     if not chunks:
         raise StageFailure(EMPTY_INPUT.code, "no text to chunk after parsing and OCR")
@@ -81,4 +119,6 @@ def run(ctx: StageContext) -> None:
     with ctx.write(checkpoint={"chunks": len(rows)}, done=len(rows), total=len(rows)):
         Chunk.objects.filter(version=version).delete()
         insert_rows(Chunk, CHUNK_FIELDS, rows)
-        DocumentVersion.objects.filter(pk=version.pk).update(chunking=sizes_used(maximum, overlap))
+        DocumentVersion.objects.filter(pk=version.pk).update(
+            chunking=chunking_record(embedder, maximum, overlap)
+        )

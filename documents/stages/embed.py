@@ -1,5 +1,9 @@
 """Embedding: chunks in numbered batches; a finished batch is never embedded or written twice.
 
+The model gets each chunk with its context header (:func:`documents.engines.chunking.embedded_text`:
+the document's title, then the heading path the chunk starts with), which the chunking stage
+sized to fit the model's window.
+
 While the tenant has a re-index target, each batch is embedded with the active embedder and the
 target one (docs/architecture.md, re-index): a version published during a re-index needs no second pass.
 """
@@ -14,6 +18,7 @@ from django.conf import settings
 
 from documents.embedders import tenant_embedders
 from documents.embedders.base import Embedder
+from documents.engines.chunking import embedded_text
 from documents.models import Chunk, ChunkVector, DocumentVersion
 from documents.retrieval.index import search_index
 from documents.services.dedup import copy_vectors, source_of
@@ -23,7 +28,13 @@ from jobs.context import StageContext
 
 def run(ctx: StageContext) -> None:
     version = version_of(ctx)
-    chunks = list(Chunk.objects.filter(version=version).order_by("ordinal").values_list("ordinal", "text"))
+    title = version.document.title
+    chunks = [
+        (ordinal, embedded_text(title, text))
+        for ordinal, text in Chunk.objects.filter(version=version)
+        .order_by("ordinal")
+        .values_list("ordinal", "text")
+    ]
     size = settings.EMBEDDING_BATCH_SIZE
     batches = math.ceil(len(chunks) / size)
     embedders = tenant_embedders(version.document.tenant)
@@ -79,7 +90,12 @@ def embed_missing(ctx: StageContext, version: DocumentVersion) -> None:
         if have.count() >= total:
             continue
         done = set(have.values_list("ordinal", flat=True))
-        todo = [(o, t) for o, t in chunks.order_by("ordinal").values_list("ordinal", "text") if o not in done]
+        title = version.document.title
+        todo = [
+            (o, embedded_text(title, t))
+            for o, t in chunks.order_by("ordinal").values_list("ordinal", "text")
+            if o not in done
+        ]
         for start in range(0, len(todo), size):
             ctx.check()
             part = todo[start : start + size]

@@ -14,6 +14,7 @@ import math
 from django.conf import settings
 
 from documents.causes import EMPTY_INPUT, INDEX_WRITE_FAILED
+from documents.engines.chunking import embedded_text
 from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
 from documents.retrieval.text import query_tokens, search_text
 from documents.rows import insert_rows
@@ -71,9 +72,19 @@ def copy_batch(version: DocumentVersion, batch: int, first: int, end: int) -> No
         )
     )
     chunks = Chunk.objects.filter(version=version, ordinal__in=embedded).values_list("pk", "ordinal", "text")
-    tenant_id, document_id = version.document.tenant_id, version.document_id
+    tenant_id, document_id, title = version.document.tenant_id, version.document_id, version.document.title
+    # The full text holds the chunk with its context header, as the embedder saw it.
     rows = [
-        (tenant_id, document_id, version.pk, pk, ordinal, batch, embedded[ordinal], search_text(text))
+        (
+            tenant_id,
+            document_id,
+            version.pk,
+            pk,
+            ordinal,
+            batch,
+            embedded[ordinal],
+            search_text(embedded_text(title, text)),
+        )
         for pk, ordinal, text in chunks
     ]
     insert_rows(IndexEntry, ENTRY_FIELDS, rows, skip_existing=True)

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from documents.engines.chunking import estimate_tokens
+from documents.embedders import configured_embedder
+from documents.engines.chunking import embedded_text
 from documents.models import Chunk, Collection, Document, Tenant
 from documents.search import search
 from documents.services import vector_stores as vs
@@ -34,6 +35,11 @@ def attach_and_run(
     return list(Chunk.objects.filter(version=attached.latest_version).order_by("ordinal"))
 
 
+def model_tokens(chunk: Chunk) -> int:
+    """The chunk's size as the chunker measured it: the embedder's tokens of what it embeds."""
+    return configured_embedder().count_tokens(embedded_text(chunk.version.document.title, chunk.text))
+
+
 def test_a_static_chunking_strategy_sets_chunk_size_and_overlap() -> None:
     tenant = make_tenant()
     store = vs.store_create(
@@ -44,8 +50,9 @@ def test_a_static_chunking_strategy_sets_chunk_size_and_overlap() -> None:
     auto = attach_and_run(tenant, store, (WORDS + " ").encode(), "b.txt")
 
     assert len(small) > len(auto) > 1
-    assert all(estimate_tokens(c.text) <= 120 for c in small)
-    assert max(estimate_tokens(c.text) for c in auto) > 120  # the settings' sizes otherwise
+    # Sizes are the tenant's embedder's tokens of what it embeds (title and heading path included).
+    assert all(model_tokens(c) <= 120 for c in small)
+    assert max(model_tokens(c) for c in auto) > 120  # the settings' sizes otherwise
     for before, after in itertools.pairwise(small):
         first_word = after.text.split()[0]
         assert first_word in before.text.split()  # starts inside the previous chunk
@@ -60,7 +67,7 @@ def test_the_store_settings_chunking_applies_to_its_files() -> None:
         tenant=tenant, name="s", metadata=None, expires_after=None, chunking_strategy=static
     )
     chunks = attach_and_run(tenant, store, WORDS.encode(), "a.txt")
-    assert all(estimate_tokens(c.text) <= 100 for c in chunks)
+    assert all(model_tokens(c) <= 100 for c in chunks)
 
 
 def test_an_expired_store_is_deleted_by_the_reaper_sweep() -> None:
@@ -261,6 +268,6 @@ def test_one_file_in_two_stores_with_other_chunking_is_chunked_twice_not_copied(
         version = attached.latest_version
         assert version is not None
         assert version.reused_from_id is None  # other chunking: never a dedup source
-        chunked[store.name] = [c.text for c in Chunk.objects.filter(version=version).order_by("ordinal")]
+        chunked[store.name] = list(Chunk.objects.filter(version=version).order_by("ordinal"))
     assert len(chunked["a"]) > len(chunked["b"])
-    assert max(estimate_tokens(t) for t in chunked["b"]) > 120
+    assert max(model_tokens(c) for c in chunked["b"]) > 120

@@ -34,6 +34,7 @@ class ToyEmbedder:
     """Letter counts folded into ``dimension`` columns: a backend this test module owns."""
 
     similarity_floor = 0.0
+    window = 64
 
     def __init__(self, dimension: int = 8) -> None:
         self._dimension = dimension
@@ -45,6 +46,9 @@ class ToyEmbedder:
     @property
     def dimension(self) -> int:
         return self._dimension
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         matrix = np.zeros((len(texts), self._dimension), dtype=np.float32)

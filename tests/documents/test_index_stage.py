@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from documents.causes import EMPTY_INPUT
+from documents.engines.chunking import embedded_text
 from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
 from documents.retrieval.text import search_text
 from documents.stages import index as index_stage
@@ -52,7 +53,11 @@ def test_every_chunk_is_indexed_once_with_its_search_text_in_batches():
     assert [e[0] for e in entries] == sorted(chunks)
     assert [e[1] for e in entries] == [n // 3 for n in range(len(chunks))]
     assert all(e[2] == chunks[e[0]] for e in entries)
-    assert all(e[3] == search_text(texts[e[0]]) and e[3] for e in entries)
+    # The full text holds the chunk with its context header (the document's title first).
+    title = version.document.title
+    assert title and not any(title in text for text in texts.values())
+    assert all(e[3] == search_text(embedded_text(title, texts[e[0]])) and e[3] for e in entries)
+    assert all(e[3].startswith(search_text(title) + " ") for e in entries)
     assert ChunkVector.objects.filter(version=version).count() == len(chunks)
     assert not any(f.name == "vector" for f in IndexEntry._meta.get_fields())  # stored once
     assert {(e[4], e[5]) for e in entries} == {(tenant.pk, version.document_id)}
