@@ -32,7 +32,7 @@ TEXTS = {
     "harbour.txt": "The harbour master logged every fishing boat that left before dawn.",
     "orchard.txt": "Apple trees in the orchard were pruned in late winter by the gardeners.",
     "invoice.txt": "Invoice 4711 lists the freight charges for the copper cable delivery.",
-    "tea.txt": "绿茶在春天采摘，然后在锅里炒干。",
+    "tea.txt": "绿茶在春天采摘，然后在锅里炒干。",  # noqa: RUF001
 }
 
 
