@@ -446,7 +446,7 @@ class ReindexOut(Output):
     versions = serializers.DictField(child=serializers.IntegerField(), help_text="done and total")
     chunks = serializers.DictField(child=serializers.IntegerField(), help_text="done and total")
     status_url = serializers.CharField()
-    evaluation = OptionalJSONField(
+    evaluation = serializers.JSONField(
         allow_null=True,
         help_text="A gated re-index's evaluation: query_set_id, margin, before_run_id, after_run_id, "
         "mrr_before, mrr_after, passed (null until both runs finished); null when not gated.",
