@@ -89,7 +89,13 @@ def _check_ids(query_set: LabelledQuerySet, parsed: list[ParsedQuery]) -> None:
 
 
 def candidate_record(
-    *, tenant: Tenant, query: str, document_id: Any, chunk_id: int | None, verdict: str, user: Any = None
+    *,
+    tenant: Tenant,
+    query: str,
+    document_id: Any,
+    verdict: str,
+    chunk_id: int | None = None,
+    user: Any = None,
 ) -> LabelCandidate:
     """A searcher's verdict on a hit, kept until an operator confirms it (unused before)."""
     if verdict not in Verdict.values:

@@ -5,9 +5,10 @@ the target's vectors, before the switch) runs the set twice through the real sea
 the active embedder's vectors (``before``) and with the target's (``after``). The switch goes
 ahead only if the MRR@10 of ``after``'s ranking by meaning is not lower than ``before``'s by
 more than the margin (the semantic mode: the only ranking an embedder changes; hybrid figures
-are stored beside it, the full text being the same for both); otherwise the stage fails with ``evaluation_worse``, the cleanup drops the target's
-vectors, and the active embedder, which never stopped serving, stays. Both runs stay, linked to
-the re-index (``EvaluationRun.gate_of``), so the comparison can be read.
+are stored beside it, the full text being the same for both); otherwise the stage fails with
+``evaluation_worse``, the cleanup drops the target's vectors, and the active embedder, which
+never stopped serving, stays. Both runs stay, linked to the re-index
+(``EvaluationRun.gate_of``), so the comparison can be read.
 """
 
 from __future__ import annotations

@@ -93,9 +93,13 @@ def test_a_worse_embedder_is_refused_and_the_old_index_serves_throughout(tenant)
 
         return run
 
-    pipelines.register(replace(original, stages=tuple(replace(s, handler=watched(s)) for s in original.stages)))
+    pipelines.register(
+        replace(original, stages=tuple(replace(s, handler=watched(s)) for s in original.stages))
+    )
     try:
-        job = reindex_start(tenant=tenant, embedder="hashing:16", query_set=str(tenant.gate_set.pk), margin=0.05)
+        job = reindex_start(
+            tenant=tenant, embedder="hashing:16", query_set=str(tenant.gate_set.pk), margin=0.05
+        )
         job = run_until_idle(job.pk)
     finally:
         pipelines.register(original)
