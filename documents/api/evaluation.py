@@ -42,7 +42,9 @@ class JsonLinesParser(BaseParser):
 
     media_type = "application/x-ndjson"
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> bytes:
+    def parse(  # type: ignore[override]  # the body as bytes, not a mapping
+        self, stream: Any, media_type: str | None = None, parser_context: Any = None
+    ) -> bytes:
         return stream.read(MAX_IMPORT_BYTES + 1) if stream is not None else b""
 
 

@@ -64,12 +64,9 @@ class Command(BaseCommand):
         tenant = Tenant.objects.filter(slug=options["tenant"]).first()
         if tenant is None:
             raise CommandError(f"no workspace with the slug {options['tenant']!r}")
-        if options["run"]:
-            run = self._run(tenant, options["run"])
-        else:
-            run = self._start(tenant, options)
-            if run is None:
-                return
+        run = self._run(tenant, options["run"]) if options["run"] else self._start(tenant, options)
+        if run is None:
+            return
         if not run.summary:
             raise CommandError("the run has no figures (it has not finished)")
         for line in figures_table(run):
