@@ -583,3 +583,6 @@ class WebhookMessageAdmin(ReadOnlyAdmin):
         for pk in ids:
             webhook_message_resend(message_id=pk)
         self.message_user(request, f"{len(ids)} message(s) will be sent again.")
+
+
+import documents.evaluation.admin  # noqa: E402, F401  (evaluation: query sets, candidates, runs)

@@ -11,7 +11,7 @@ class DocumentsConfig(AppConfig):
         import documents.checks  # noqa: F401  (registers the system checks)
         from documents.audit import LEFTOVERS
         from documents.engines.ocr import tesseract_leftover_age
-        from documents.kinds import ingest, reindex
+        from documents.kinds import evaluate, ingest, reindex
         from documents.services.again import PROCESS_AGAIN
         from documents.services.delete import deletions_sweep
         from documents.services.quotas import tenant_quota
@@ -24,6 +24,7 @@ class DocumentsConfig(AppConfig):
 
         ingest.register()
         reindex.register()  # the second job kind: re-index a tenant with another embedder
+        evaluate.register()  # the third: a labelled query set run through search and scored
         from documents.retrieval.index import install
 
         install(self)  # search: sqlite-vec in every SQLite connection, the full-text index whole

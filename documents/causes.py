@@ -194,6 +194,19 @@ ALL = (
 )
 
 # The re-index kind's own (not in ALL, the ingestion's causes).
+# A re-index gated on an evaluation (documents/services/reindex_gate.py) whose new embedder
+# answered the labelled queries worse: the switch is refused, the current embedder stays.
+EVALUATION_WORSE = Cause(
+    "evaluation_worse",
+    _(
+        "The new embedder answered the labelled queries worse than the current one, so the "
+        "workspace keeps searching with its current embedder. The re-index links both evaluations."
+    ),
+    UserAction.CONTACT_OPERATOR,
+    transient=False,
+    user_retryable=False,
+    rule=RetryRule(max_attempts=1),
+)
 TARGET_GONE = Cause(
     "reindex_superseded",
     _("This re-index was replaced by another one or its workspace is gone."),

@@ -546,3 +546,14 @@ class VectorStoreFileBatch(models.Model):
     collection = models.ForeignKey("Collection", on_delete=models.CASCADE, related_name="file_batches")
     created_at = models.DateTimeField(default=timezone.now)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+
+
+# Retrieval evaluation's tables live in their own room; Django reads them from here.
+from documents.evaluation.models import (  # noqa: E402, F401
+    EvaluationResult,
+    EvaluationRun,
+    LabelCandidate,
+    LabelledQuery,
+    LabelledQuerySet,
+    Verdict,
+)

@@ -71,6 +71,7 @@ def search(
     collection_ids: Sequence[uuid.UUID] | None = None,
     filters: Filter | None = None,
     where: Sequence[tuple[str, Sequence[Any]]] = (),
+    embedder_name: str = "",
 ) -> list[SearchHit]:
     """The ``k`` best chunks for ``query`` in ``tenant``'s published versions.
 
@@ -80,7 +81,8 @@ def search(
     collections (another tenant's ids match nothing: the tenant condition holds), ``filters``
     (``parse_filter``'s result) to documents whose attributes match, and ``where`` adds raw SQL
     conditions over the document row (alias ``d``). All of them run inside the index queries,
-    never after them.
+    never after them. ``embedder_name`` ranks by meaning with that embedder's vectors instead of
+    the active one's (an evaluation gating a re-index compares the two before the switch).
     """
     query = query.strip()
     if not query or k <= 0:
@@ -89,7 +91,7 @@ def search(
         raise ValueError(f"unknown search mode {mode!r}")
     # The tenant's active embedder, not the configured one: a settings change must not empty
     # search; a re-index switches it (documents/kinds/reindex.py).
-    embedder = embedder_for(tenant_embedder_name(tenant))
+    embedder = embedder_for(embedder_name or tenant_embedder_name(tenant))
     conditions = list(where)
     if filters is not None:
         conditions.append(filter_sql(filters, connection.vendor, "d.attributes"))

@@ -5,7 +5,7 @@ import re
 from django.conf import settings
 from django.urls import URLPattern, path, re_path
 
-from documents.pages import collections, document, document_list, lifecycle
+from documents.pages import collections, document, document_list, evaluation, lifecycle
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
@@ -28,6 +28,18 @@ urlpatterns: list[URLPattern] = [
         collections.version_chunks,
         name="version-chunks",
     ),
+    path(
+        "collections/<str:collection_id>/evaluation",
+        evaluation.evaluation_page,
+        name="collection-evaluation",
+    ),
+    path("evaluation/runs/<str:run_id>", evaluation.run_page, name="evaluation-run"),
+    path(
+        "evaluation/runs/<str:run_id>/compare/<str:other_id>",
+        evaluation.compare_page,
+        name="evaluation-compare",
+    ),
+    path("search/verdict", evaluation.verdict, name="search-verdict"),
     path("documents/<str:document_id>/delete", lifecycle.document_delete_view, name="document-delete"),
 ]
 

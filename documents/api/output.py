@@ -34,6 +34,7 @@ from documents.selectors import STATE_WORDS, versions_of
 from documents.services.dedup import reused_from_out
 from documents.services.delete import DeleteResult
 from documents.services.reindex import Counts, counts
+from documents.services.reindex_gate import gate_of
 from documents.services.storage import bytes_kept_until
 from documents.services.upload import UploadResult
 from documents.texts import localize
@@ -412,6 +413,10 @@ class ReindexSource:
     def status_url(self) -> str:
         return reverse("api-reindex-job", kwargs={"job_id": str(self.job.pk)})
 
+    @property
+    def evaluation(self) -> dict[str, Any] | None:
+        return gate_of(self.job)
+
 
 class ReindexOut(Output):
     """A re-index job's status (the API's and the admin's): the fields of a document job's
@@ -441,6 +446,11 @@ class ReindexOut(Output):
     versions = serializers.DictField(child=serializers.IntegerField(), help_text="done and total")
     chunks = serializers.DictField(child=serializers.IntegerField(), help_text="done and total")
     status_url = serializers.CharField()
+    evaluation = serializers.JSONField(
+        allow_null=True,
+        help_text="A gated re-index's evaluation: query_set_id, margin, before_run_id, after_run_id, "
+        "mrr_before, mrr_after, passed (null until both runs finished); null when not gated.",
+    )
 
 
 _REINDEX = ReindexOut()

@@ -32,6 +32,12 @@ class ReindexIn(StrictIn):
         help_text="An embedder name (e.g. hashing-v1-512), a backend (local, hashing, http) or "
         "hashing:<dimension>; default: the configured embedder.",
     )
+    query_set = serializers.UUIDField(
+        required=False,
+        help_text="Gate the switch on this labelled query set (docs/evaluation.md): switch only if "
+        "semantic MRR@10 with the new vectors is not lower than with the old by more than margin.",
+    )
+    margin = serializers.FloatField(required=False, default=0.0, min_value=0.0, max_value=1.0)
 
 
 class ReindexView(TenantView):
@@ -57,6 +63,8 @@ class ReindexView(TenantView):
                 embedder=form.validated_data.get("embedder", ""),
                 actor=Actor.USER,
                 actor_name=request.user.get_username(),
+                query_set=form.validated_data.get("query_set"),
+                margin=form.validated_data["margin"],
             )
         except ReindexRefused as refused:
             raise ApiError(refused.http_status, refused.code, refused.message) from None

@@ -3,7 +3,7 @@ from collections.abc import Sequence
 from django.urls import URLPattern, URLResolver, path, re_path
 from django.urls.resolvers import RoutePattern
 
-from documents.api import batches, collections, docs, inspection, reindex, sse, views, webhooks
+from documents.api import batches, collections, docs, evaluation, inspection, reindex, sse, views, webhooks
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
@@ -52,6 +52,18 @@ urlpatterns = [
         collections.CollectionView.as_view(),
         name="api-collection",
     ),
+    # Evaluation: labelled query sets of a collection, runs (a job kind), comparisons.
+    re_path(r"^collections/(?P<collection_id>[^/]+)/query-sets/?$", evaluation.QuerySetsView.as_view()),
+    re_path(r"^query-sets/(?P<query_set_id>[^/]+)/?$", evaluation.QuerySetView.as_view()),
+    re_path(r"^query-sets/(?P<query_set_id>[^/]+)/queries/?$", evaluation.QueriesImportView.as_view()),
+    re_path(r"^query-sets/(?P<query_set_id>[^/]+)/runs/?$", evaluation.RunsView.as_view()),
+    re_path(
+        r"^evaluation-runs/(?P<run_id>[^/]+)/?$", evaluation.RunView.as_view(), name="api-evaluation-run"
+    ),
+    re_path(
+        r"^evaluation-runs/(?P<run_id>[^/]+)/compare/(?P<other_id>[^/]+)/?$", evaluation.CompareView.as_view()
+    ),
+    re_path(r"^label-candidates/?$", evaluation.CandidatesView.as_view()),
     # Re-index: a second job kind over the caller's workspace.
     re_path(r"^reindex/?$", reindex.ReindexView.as_view(), name="api-reindex"),
     re_path(r"^reindex/(?P<job_id>[^/]+)/?$", reindex.ReindexJobView.as_view(), name="api-reindex-job"),

@@ -1,6 +1,8 @@
 """The job kinds the documents app registers with the engine, one bundle per module
 (``ingest``: a document version's pipeline; ``reindex``: a workspace moved to another
-embedder). Their names live here, a leaf any service may import without importing a bundle."""
+embedder; ``evaluate``: a labelled query set run through search and scored). Their names live
+here, a leaf any service may import without importing a bundle."""
 
 INGEST = "document.ingest"
 REINDEX = "document.reindex"
+EVALUATE = "document.evaluate"

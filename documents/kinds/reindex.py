@@ -3,6 +3,9 @@
 Stages: ``plan`` (the target is the tenant's again, e.g. after a retry; totals counted),
 ``embed`` (every published chunk without a target vector, in batches; resumable: what is left
 to do is read from the tables, so a takeover after a SIGKILL repeats at most one batch) and
+``gate`` (only when the re-index names a labelled query set: the set is evaluated with the
+active and the target vectors, and a drop of MRR@10 beyond the margin fails the job with
+``evaluation_worse`` before anything switched; ``documents.services.reindex_gate``) and
 ``switch`` (a last catch-up for versions published meanwhile; its publish hook switches the
 tenant's active embedder in one commit). Progress is chunks done of the published total; the
 status JSON adds versions done (``documents.services.reindex.counts``).
@@ -18,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
-from documents.causes import TARGET_GONE, VECTORS_MISSING
+from documents.causes import EVALUATION_WORSE, TARGET_GONE, VECTORS_MISSING
 from documents.kinds import REINDEX
 from jobs import pipelines
 from jobs.errors import _ as _
@@ -95,6 +98,27 @@ def _embed_missing(ctx: StageContext) -> None:
                 write_vectors(versions[version_id], ordinals[0], embedder, ordinals, vectors[rows])
 
 
+def _gate(ctx: StageContext) -> None:
+    """Evaluate the named query set with the active and the target vectors (each run resumes
+    from its written batches) and refuse the switch when answers got worse beyond the margin."""
+    if not ctx.input.get("gate"):
+        return
+    from documents.evaluation.runner import run_finish, run_through
+    from documents.services.reindex_gate import gate_decide, gate_runs
+
+    runs = gate_runs(ctx.job_id, ctx.input)
+    total = runs[0].query_set.queries.count()
+    for offset, run in enumerate(runs):
+
+        def write(done: int, _total: int, offset: int = offset) -> Any:
+            return ctx.write(checkpoint={"gate_run": offset}, done=offset * total + done, total=2 * total)
+
+        run_through(run, check=ctx.check, write=write)
+        run_finish(run)
+        run.refresh_from_db()
+    gate_decide(runs[0], runs[1], float(ctx.input["gate"]["margin"]))
+
+
 def _switch(ctx: StageContext) -> None:
     """Catch up with versions published since the embed stage (a full walk: they may sort
     before the embed stage's last chunk); the hook then switches."""
@@ -125,12 +149,14 @@ PIPELINE = Pipeline(
     stages=(
         Stage("plan", _plan, weight=2, label="Planning", unit="chunks", deadline=120),
         Stage("embed", _embed_missing, weight=95, label="Embedding", unit="chunks", deadline=300),
+        Stage("gate", _gate, weight=5, label="Evaluating", unit="queries", deadline=300),
         Stage("switch", _switch, weight=3, label="Switching", unit="chunks", deadline=300),
     ),
     publish=_publish,
     cleanup=_cleanup,
     on_finish=_finished,
-    causes=(TARGET_GONE, VECTORS_MISSING),
+    causes=(TARGET_GONE, VECTORS_MISSING, EVALUATION_WORSE),
+    state_labels={"gate_failed": _("Refused: answers got worse")},
 )
 
 

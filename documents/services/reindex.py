@@ -27,6 +27,7 @@ from documents.causes import TARGET_GONE, VECTORS_MISSING
 from documents.embedders import UnknownEmbedder, configured_embedder, embedder_for, tenant_embedder_name
 from documents.kinds import REINDEX as KIND
 from documents.models import Chunk, ChunkVector, IndexEntry, Tenant
+from documents.services.reindex_gate import GateRefused, gate_check
 from jobs.errors import StageFailure
 from jobs.models import FINISHED, Actor, Job, Status
 from jobs.services.lifecycle import job_create
@@ -46,17 +47,32 @@ class ReindexRefused(Exception):
 
 
 def reindex_start(
-    *, tenant: Tenant, embedder: str = "", actor: Actor = Actor.USER, actor_name: str = ""
+    *,
+    tenant: Tenant,
+    embedder: str = "",
+    actor: Actor = Actor.USER,
+    actor_name: str = "",
+    query_set: Any = None,
+    margin: float = 0.0,
 ) -> Job:
     """Start re-indexing ``tenant`` with ``embedder`` (a name or backend; default: the configured
     embedder). Refused (409) while another re-index of the tenant is unfinished or when the
-    embedder is already the active one; an unknown embedder is a 400."""
+    embedder is already the active one; an unknown embedder is a 400. With ``query_set`` (an
+    id) the switch is gated on an evaluation: it happens only if the semantic MRR@10 with the new
+    vectors is not lower than with the old by more than ``margin``
+    (``documents.services.reindex_gate``)."""
     try:
         target = embedder_for(embedder) if embedder else configured_embedder()
     except (UnknownEmbedder, ValueError):
         raise ReindexRefused(
             400, "unknown_embedder", gettext_noop("No embedder of that name is available.")
         ) from None
+    gate = None
+    if query_set:
+        try:
+            gate = gate_check(tenant=tenant, query_set_id=query_set, margin=margin)
+        except GateRefused as refused:
+            raise ReindexRefused(400, refused.code, refused.message) from None
     active = tenant_embedder_name(tenant)
     with transaction.atomic():
         # The tenant row is the lock: two concurrent starts must not both pass the check.
@@ -76,7 +92,12 @@ def reindex_start(
             tenant=tenant.slug,
             subject_id=str(tenant.pk),
             subject_version=number,
-            payload={"tenant_id": tenant.pk, "target": target.name, "from": active},
+            payload={
+                "tenant_id": tenant.pk,
+                "target": target.name,
+                "from": active,
+                **({"gate": gate} if gate else {}),
+            },
             actor=actor,
             actor_name=actor_name,
         )

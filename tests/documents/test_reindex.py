@@ -126,7 +126,7 @@ def test_search_keeps_its_answers_through_a_reindex_that_switches_in_one_commit(
     with observed(seen):
         finished = run_until_idle(job.pk)
 
-    assert points == ["plan", "embed", "switch", "switch commit"]
+    assert points == ["plan", "embed", "gate", "switch", "switch commit"]
     assert finished.status == Status.READY and finished.progress == 100.0
     assert (finished.processed, finished.total) == (chunks, chunks)
     state = Tenant.objects.get(pk=tenant.pk)

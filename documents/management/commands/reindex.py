@@ -1,4 +1,5 @@
-"""``manage.py reindex --tenant T [--embedder NAME] [--wait]``: start a re-index of a workspace.
+"""``manage.py reindex --tenant T [--embedder NAME] [--query-set ID --margin M] [--wait]``: start a
+re-index of a workspace (with ``--query-set``, gated on an evaluation: docs/evaluation.md).
 
 The job runs on the workers like any other (``--wait`` follows its progress until it ends; with
 ``--inline`` this process runs it, for a machine without a cluster). Search keeps using the
@@ -29,6 +30,12 @@ class Command(BaseCommand):
             help="An embedder name (hashing-v1-512), a backend (local, hashing, http) or "
             "hashing:<dimension>; default: the configured embedder.",
         )
+        parser.add_argument(
+            "--query-set", default="", help="Gate the switch on this labelled query set's id."
+        )
+        parser.add_argument(
+            "--margin", type=float, default=0.0, help="The MRR@10 drop the gate accepts (0-1, default 0)."
+        )
         parser.add_argument("--wait", action="store_true", help="Follow the job until it ends.")
         parser.add_argument("--inline", action="store_true", help="Run the job in this process.")
 
@@ -37,7 +44,13 @@ class Command(BaseCommand):
         if tenant is None:
             raise CommandError(f"no workspace with the slug {options['tenant']!r}")
         try:
-            job = reindex_start(tenant=tenant, embedder=options["embedder"], actor=Actor.OPERATOR)
+            job = reindex_start(
+                tenant=tenant,
+                embedder=options["embedder"],
+                actor=Actor.OPERATOR,
+                query_set=options["query_set"] or None,
+                margin=options["margin"],
+            )
         except ReindexRefused as refused:
             raise CommandError(f"{refused.message} ({refused.code})") from None
         target = job.payload["target"]

@@ -1,0 +1,154 @@
+"""The operator's side of retrieval evaluation: query sets and their queries are edited here,
+candidates from the search page are confirmed into a set (only then do runs use them), and
+runs are read-only (their job is in the jobs console)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+
+from documents.evaluation.labels import LabelsInvalid, parse_line
+from documents.evaluation.models import (
+    EvaluationResult,
+    EvaluationRun,
+    LabelCandidate,
+    LabelledQuery,
+    LabelledQuerySet,
+)
+from documents.kinds import EVALUATE
+from documents.services.evaluation import candidate_confirm
+from jobs.admin.registry import register_subject_labels, register_subject_links
+from jobs.models import Job
+
+
+class QueryInline(admin.TabularInline):
+    model = LabelledQuery
+    extra = 1
+    fields = ("text", "language", "labels")
+
+
+@admin.register(LabelledQuerySet)
+class QuerySetAdmin(admin.ModelAdmin):
+    list_display = ("name", "collection", "tenant", "query_count", "created_at")
+    list_filter = ("tenant",)
+    search_fields = ("name",)
+    raw_id_fields = ("collection", "tenant")
+    inlines = [QueryInline]
+
+    @admin.display(description="queries")
+    def query_count(self, obj: LabelledQuerySet) -> int:
+        return obj.queries.count()
+
+
+@admin.register(LabelledQuery)
+class QueryAdmin(admin.ModelAdmin):
+    list_display = ("text", "language", "query_set")
+    list_filter = ("query_set",)
+    search_fields = ("text",)
+    raw_id_fields = ("query_set",)
+
+    def save_model(self, request: HttpRequest, obj: LabelledQuery, form: Any, change: bool) -> None:
+        # The same checks as an import: labels a run could not read are refused, not stored.
+        try:
+            relevant = [int(k[6:]) if k.startswith("chunk:") else k.split(":", 1)[-1] for k in obj.labels]
+            parse_line(
+                json.dumps({"query": obj.text, "relevant": relevant, "grades": list(obj.labels.values())}),
+                1,
+            )
+        except (LabelsInvalid, AttributeError, ValueError) as bad:
+            reason = bad.reason if isinstance(bad, LabelsInvalid) else "labels must map keys to grades"
+            messages.error(request, f"Not saved: {reason}.")
+            return
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(LabelCandidate)
+class CandidateAdmin(admin.ModelAdmin):
+    list_display = (
+        "query",
+        "verdict",
+        "document_id",
+        "collection",
+        "created_by",
+        "created_at",
+        "confirmed_at",
+    )
+    list_filter = ("verdict", ("confirmed_at", admin.EmptyFieldListFilter))
+    search_fields = ("query",)
+    actions = ["confirm"]
+    readonly_fields = [f.name for f in LabelCandidate._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.action(description="Confirm as labels (into the collection's newest query set)")
+    def confirm(self, request: HttpRequest, queryset: QuerySet[LabelCandidate]) -> None:
+        done = 0
+        for candidate in queryset.filter(confirmed_at=None):
+            candidate_confirm(candidate=candidate)
+            done += 1
+        messages.success(request, f"{done} candidate(s) confirmed as labels.")
+
+
+class ResultInline(admin.TabularInline):
+    model = EvaluationResult
+    fields = ("query_text", "mode", "language", "figures")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    max_num = 0
+
+
+@admin.register(EvaluationRun)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ("query_set", "embedder", "tenant", "job_link", "gate_of", "created_at", "finished_at")
+    list_filter = ("tenant", "embedder")
+    readonly_fields = [f.name for f in EvaluationRun._meta.fields]
+    inlines = [ResultInline]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.method in ("GET", "HEAD")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="job")
+    def job_link(self, obj: EvaluationRun) -> str:
+        if not obj.job_id:
+            return "—"
+        return format_html(
+            '<a href="{}">{}</a>', reverse("admin:jobs_job_change", args=[obj.job_id]), obj.job_id
+        )
+
+
+def evaluation_subject_links(job: Job) -> list[tuple[str, str]]:
+    """An evaluation job's subject is its run."""
+    return [("evaluation run", reverse("admin:documents_evaluationrun_change", args=[job.subject_id]))]
+
+
+def evaluation_subject_labels(jobs: list[Job]) -> dict[Any, tuple[str, str]]:
+    names = dict(
+        EvaluationRun.objects.filter(pk__in={job.subject_id for job in jobs}).values_list(
+            "pk", "query_set__name"
+        )
+    )
+    return {
+        job.pk: (
+            f"evaluation · {names.get(job.subject_id, '')}".rstrip(" ·"),
+            reverse("admin:documents_evaluationrun_change", args=[job.subject_id]),
+        )
+        for job in jobs
+    }
+
+
+register_subject_links(EVALUATE, evaluation_subject_links)
+register_subject_labels(EVALUATE, evaluation_subject_labels)
