@@ -259,14 +259,6 @@ class RapidOcrEngine:
 # --- choosing an engine -------------------------------------------------------------------------
 # The worker's side: it reads the settings and sends the options to the sandbox child, which
 # never imports Django (its walls show it no settings, and it needs none: see build_engine).
-
-
-def _setting(name: str) -> Any:
-    from django.conf import settings  # the worker's only: the child never calls what follows
-
-    return getattr(settings, name)
-
-
 _instances: dict[str, OcrEngine] = {}
 _instances_lock = threading.Lock()
 
@@ -274,7 +266,9 @@ _instances_lock = threading.Lock()
 def tesseract_leftover_age() -> float:
     """Seconds after which no live tesseract run can still use its temp files: it is killed at
     its timeout, and its caller removes them right after."""
-    return _setting("OCR_TESSERACT_TIMEOUT") + 60
+    from django.conf import settings  # the worker's side only (see above), as in the others below
+
+    return settings.OCR_TESSERACT_TIMEOUT + 60
 
 
 def build_engine(name: str, *, tesseract_timeout: float, rapidocr_threads: int = 0) -> OcrEngine:
@@ -288,11 +282,15 @@ def build_engine(name: str, *, tesseract_timeout: float, rapidocr_threads: int =
 
 
 def tesseract_timeout() -> float:
-    return float(_setting("OCR_TESSERACT_TIMEOUT"))
+    from django.conf import settings
+
+    return settings.OCR_TESSERACT_TIMEOUT
 
 
 def rapidocr_threads() -> int:
-    return int(_setting("OCR_RAPIDOCR_THREADS"))
+    from django.conf import settings
+
+    return settings.OCR_RAPIDOCR_THREADS
 
 
 def _build_engine(name: str) -> OcrEngine:
@@ -326,8 +324,10 @@ def default_engine_name(preferred: str | None = None) -> str:
 
     Raises ``ocr_engine_unavailable`` when no engine is installed at all.
     """
+    from django.conf import settings
+
     installed = available_engines()
-    wanted = preferred if preferred is not None else _setting("OCR_ENGINE")
+    wanted = preferred if preferred is not None else settings.OCR_ENGINE
     if wanted in installed:
         return wanted
     if installed:

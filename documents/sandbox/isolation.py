@@ -26,12 +26,15 @@ limited, but not walled in. ``manage.py check`` and the worker's log say so loud
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,3 +234,48 @@ def _probe(layout: Layout, program: str | None) -> Walls:
         detail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
         return Walls("none", f"bubblewrap could not start the child: {detail[0][:300]}")
     return Walls("bubblewrap")
+
+
+def stage_input(source: str, folder: Path) -> str:
+    """A read-only copy of ``source`` in ``folder`` (bound into the child): the child's user may
+    not read the stored file itself, and may not change it."""
+    folder.mkdir(parents=True, mode=0o755)
+    folder.parent.chmod(0o700)  # no other user of this machine walks in (only bubblewrap, as root)
+    target = folder / Path(source).name
+    shutil.copyfile(source, target)
+    target.chmod(0o444)
+    folder.chmod(0o555)
+    return f"{INPUT_DIR}/{target.name}"
+
+
+def interpreter_pid(info: bytes) -> int:
+    """The interpreter's process id (outside its namespace) from bubblewrap's ``--info-fd``
+    answer: it names the namespace's first process, whose one child is the interpreter."""
+    init = int(json.loads(info or b"{}").get("child-pid", 0))
+    if not init:
+        return 0
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        found = _children_of(init)
+        if found:
+            return found[0]
+        time.sleep(0.01)
+    return init
+
+
+def _children_of(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:  # a kernel without that file: the slow way
+        pass
+    except OSError:
+        return []
+    found = []
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if (
+                entry.isdigit()
+                and int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid
+            ):
+                found.append(int(entry))
+    return found

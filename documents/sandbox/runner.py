@@ -17,6 +17,10 @@ parsers' imports: bench/README.md, "The parsing sandbox's cost"), and a child th
 killed or served ``DOCUMENTS_SANDBOX_MAX_CALLS`` requests is replaced.
 """
 
+# long-module: one child's whole life (start, walls, call, failure classification, kill) and the
+# worker's pool of one idle child; split, the rules they share (who kills what, when a child is
+# reused) would be read in two places.
+
 from __future__ import annotations
 
 import atexit
@@ -105,34 +109,6 @@ def sandbox_walls() -> isolation.Walls:
     return isolation.probe(sandbox_layout())
 
 
-def _stage_input(source: str, folder: Path) -> str:
-    """A read-only copy of ``source`` in ``folder`` (bound into the child): the child's user may
-    not read the stored file itself, and may not change it."""
-    folder.mkdir(parents=True, mode=0o755)
-    folder.parent.chmod(0o700)  # no other user of this machine walks in (only bubblewrap, as root)
-    target = folder / Path(source).name
-    shutil.copyfile(source, target)
-    target.chmod(0o444)
-    folder.chmod(0o555)
-    return f"{isolation.INPUT_DIR}/{target.name}"
-
-
-def _interpreter_pid(info: bytes) -> int:
-    """The interpreter's process id (outside its namespace) from bubblewrap's ``--info-fd``
-    answer: it names the namespace's first process, whose one child is the interpreter."""
-    init = int(json.loads(info or b"{}").get("child-pid", 0))
-    if not init:
-        return 0
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            found = Path(f"/proc/{init}/task/{init}/children").read_text().split()
-            if found:
-                return int(found[0])
-        time.sleep(0.01)
-    return init
-
-
 class Child:
     """One sandbox child process and its pipes, for one input file (``source``) or none.
 
@@ -157,14 +133,21 @@ class Child:
         # (not), removed when the child is killed or retired.
         self.temp_dir = Path(tempfile.gettempdir()) / f"{TEMP_PREFIX}{secrets.token_hex(6)}"
         self.inner_source = source
+        try:
+            self._start(env, layout)
+        except BaseException:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)  # e.g. the input is gone
+            raise
+
+    def _start(self, env: dict[str, str], layout: isolation.Layout) -> None:
         input_dir = None
         if self.walled:
             env["HOME"] = isolation.SCRATCH_DIR
             env["TMPDIR"] = isolation.SCRATCH_DIR
             scratch = f"{isolation.SCRATCH_DIR}/call"
-            if source is not None:
+            if self.source is not None:
                 input_dir = str(self.temp_dir / "input")
-                self.inner_source = _stage_input(source, Path(input_dir))
+                self.inner_source = isolation.stage_input(self.source, Path(input_dir))
         else:
             scratch = str(self.temp_dir)
         env |= {
@@ -206,7 +189,7 @@ class Child:
         self.interpreter_pid = self.process.pid
         if self.walled:
             with os.fdopen(info_read, "rb") as info:
-                self.interpreter_pid = _interpreter_pid(info.read())
+                self.interpreter_pid = isolation.interpreter_pid(info.read())
 
     def intact(self) -> bool:
         """Its input's copy is still there (the temp sweep may remove one that idled for long)."""

@@ -168,8 +168,8 @@ def health_context(health: Health) -> dict[str, Any]:
 
 
 def configuration_warnings() -> list[str]:
-    """System-check warnings and errors an operator should see here too (checks tagged
-    ``health``, e.g. a parsing sandbox without isolation), not only in ``manage.py check``."""
+    """System-check warnings and errors an operator should see here too, not only in
+    ``manage.py check``: those of the checks an app tags ``health``."""
     return [
         f"{message.msg} {message.hint or ''}".strip()
         for message in run_checks(tags=["health"])

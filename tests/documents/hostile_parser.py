@@ -8,6 +8,8 @@ its target; the parser tries it and reports the outcome as the page's text, whic
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import resource
@@ -110,6 +112,14 @@ def raise_cpu(target: str) -> dict[str, Any]:
         return {**_failed(exc), "limits": resource.getrlimit(resource.RLIMIT_CPU)}
 
 
+def new_namespace(target: str) -> dict[str, Any]:
+    """A user namespace of its own (root in there: the first step of many escapes)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x10000000) == 0:  # CLONE_NEWUSER
+        return {"done": True}
+    return {"done": False, "error": errno.errorcode[ctypes.get_errno()]}
+
+
 def settings_loaded(target: str) -> dict[str, Any]:
     """Whether the child's parsing and OCR code pulled in Django (and so could read settings)."""
     import_module("documents.sandbox.ocr_page")
@@ -125,6 +135,7 @@ ATTACKS: dict[str, Callable[[str], dict[str, Any]]] = {
     "fork_bomb": fork_bomb,
     "huge_file": huge_file,
     "raise_cpu": raise_cpu,
+    "new_namespace": new_namespace,
     "settings_loaded": settings_loaded,
 }
 

@@ -143,6 +143,12 @@ def test_the_child_cannot_lift_its_cpu_limit(tmp_path: Path) -> None:
     still_parses(tmp_path)
 
 
+def test_the_syscall_filter_refuses_a_new_namespace(tmp_path: Path) -> None:
+    outcome = attack(tmp_path, "new_namespace")
+    assert outcome == {"done": False, "error": "EPERM"}, outcome
+    still_parses(tmp_path)
+
+
 def test_the_child_has_no_django_no_settings_and_no_secrets_in_its_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -88,10 +88,12 @@ def responsive_while_spinning_then_cancelled(
 
 
 def sandbox_children(cluster_pid: int) -> list[int]:
+    """The sandbox interpreters (walled in, bubblewrap and setpriv carry the same command line)."""
     found = []
     for pid in descendants(cluster_pid):
         with contextlib.suppress(OSError):
-            if b"documents.sandbox.child" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            launcher = Path(f"/proc/{pid}/comm").read_text().strip() in ("bwrap", "setpriv")
+            if not launcher and b"documents.sandbox.child" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 found.append(pid)
     return found
 

@@ -61,11 +61,13 @@ def platform(processes: Processes, env: dict[str, str]) -> Iterator[int]:
 
 
 def named(cluster: int, name: str) -> list[int]:
-    """The cluster's descendant processes whose command line mentions ``name``."""
+    """The cluster's descendant processes whose command line mentions ``name`` (not bubblewrap's
+    and setpriv's, which start the walled-in sandbox child with that command line)."""
     found = []
     for pid in descendants(cluster):
         with contextlib.suppress(OSError):
-            if name.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+            launcher = Path(f"/proc/{pid}/comm").read_text().strip() in ("bwrap", "setpriv")
+            if not launcher and name.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
                 found.append(pid)
     return found
 
