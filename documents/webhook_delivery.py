@@ -21,6 +21,7 @@ import concurrent.futures
 import ipaddress
 import json
 import logging
+import os
 import socket
 import time
 from datetime import timedelta
@@ -51,10 +52,21 @@ PENDING = WebhookMessage.State.PENDING
 # At most WEBHOOK_MAX_CONCURRENCY deliveries send at once, counted across every process and
 # machine (the delivery workers are their own q2 cluster: they never hold a worker of the jobs).
 SLOTS = "webhooks"
-# Host names are resolved in these threads, so a resolver that never answers costs a request (or a
-# delivery) WEBHOOK_RESOLVE_TIMEOUT at most; a lookup still hung when its time is up keeps its
-# thread, and once every thread is hung new lookups wait in line and time out as well.
-_RESOLVERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="webhook-dns")
+# Host names are resolved in a few threads of each process, so a resolver that never answers costs
+# a request (or a delivery) WEBHOOK_RESOLVE_TIMEOUT at most; a lookup still hung when its time is
+# up keeps its thread, and once every thread is hung new lookups wait in line and time out too.
+_resolvers: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
+
+
+def _resolver_pool() -> concurrent.futures.ThreadPoolExecutor:
+    # One per process: a pool inherited through fork has threads that no longer exist.
+    pid = os.getpid()
+    if pid not in _resolvers:
+        _resolvers.clear()
+        _resolvers[pid] = concurrent.futures.ThreadPoolExecutor(
+            max_workers=4, thread_name_prefix="webhook-dns"
+        )
+    return _resolvers[pid]
 
 
 class TargetRefused(Exception):
@@ -93,7 +105,7 @@ def _public(address: str) -> bool:
 def resolve(host: str, port: int, timeout: float) -> list[str]:
     """The addresses of ``host`` (without duplicates), or :class:`TargetRefused` when it does not
     resolve within ``timeout`` seconds."""
-    lookup = _RESOLVERS.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    lookup = _resolver_pool().submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
     try:
         found = lookup.result(timeout=timeout)
     except concurrent.futures.TimeoutError:

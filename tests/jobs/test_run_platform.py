@@ -48,3 +48,28 @@ def test_a_then_command_that_ended_is_reaped_and_announced(processes: Processes,
         what="check_jobs reaped and announced",
     )
     assert platform.poll() is None, processes.logs()
+
+
+def environment_of(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(entry.decode(errors="replace").partition("=")[::2] for entry in raw.split(b"\0") if entry)
+
+
+def test_each_alternative_queue_gets_a_cluster_of_its_own(processes: Processes, subprocess_env, settings):
+    """One command starts the jobs' cluster and one cluster per ``ALT_CLUSTERS`` queue."""
+    queues = set(settings.Q_CLUSTER["ALT_CLUSTERS"])
+    assert queues, "no alternative queue configured"
+    platform = processes.manage("platform", ["run_platform", "--port", str(free_port())], subprocess_env)
+
+    def clusters() -> list[str] | None:
+        names = sorted(
+            environment_of(pid).get("Q_CLUSTER_NAME", "")
+            for pid in children_running(platform.pid, "qcluster")
+        )
+        return names if len(names) == 1 + len(queues) else None
+
+    assert wait_for(clusters, timeout=60, what="the clusters") == sorted(["", *queues])
+    assert platform.poll() is None, processes.logs()
