@@ -1,6 +1,6 @@
-"""Benchmark 4: SSE fan-out: 10 then 1,000 concurrent subscribers on ONE uvicorn process.
+"""Benchmark 4: SSE fan-out: 10 then 1,000 concurrent subscribers on ONE web server process.
 
-One uvicorn process (DB_POOL=1, PostgreSQL, this run's own database) serves
+One ``manage.py serve_web`` process (granian; DB_POOL=1, PostgreSQL, this run's own database) serves
 ``/api/documents/{id}/jobs/{job_id}/events``. A client process (this script with ``--client``:
 asyncio + raw HTTP/1.1 streams, token auth) opens N streams spread over a few jobs and waits for
 each stream's opening status event. The bench process then drives real transitions of those

@@ -1,6 +1,7 @@
 """Benchmark 3: ``GET /api/documents/{id}/jobs/{job_id}`` under load, against a trivial endpoint.
 
-uvicorn with 2 workers and DB_POOL=1 on this run's own PostgreSQL database, serving
+The web server as deployed (``manage.py serve_web``: granian) with 2 workers and DB_POOL=1 on
+this run's own PostgreSQL database, serving
 ``bench.settings`` (the platform's settings with ``bench.urls``: the real API plus
 ``/bench/trivial``, a DRF view with no authentication and no query, and ``/bench/trivial-auth``,
 the same behind the API's token authentication). The same load generator (``wrk`` with a Lua
@@ -152,9 +153,10 @@ def run_loadgen(url: str, token: str, connections: int, duration: float) -> dict
 def server_commands(workers: int, before: str | None = None) -> dict[str, tuple[Any, dict[str, str]]]:
     """The servers compared, each ``(port -> python arguments, extra environment)``.
 
-    ``uvicorn`` is the deployment's web server (``manage.py serve_web``, as run_platform starts it:
-    uvicorn workers on their own sockets, httptools and uvloop, sync views on the WSGI handler's
-    thread pool, config/dispatch.py). ``gunicorn`` runs sync workers (``config.wsgi``): the
+    ``uvicorn`` (the name kept for the JSON keys of earlier runs) is the deployment's web server
+    (``manage.py serve_web``, as run_platform starts it: granian workers, sync views on the WSGI
+    handler's thread pool, config/dispatch.py, the edge's deadlines, config/edge.py).
+    ``gunicorn`` runs sync workers (``config.wsgi``): the
     baseline's server. Its status requests use the pool like uvicorn's (``DB_POOL=1``): a
     persistent connection with health checks would add a ``SELECT 1`` round trip to every
     request. ``uvicorn-before`` serves the checkout ``before`` (its modules first on the path)

@@ -65,7 +65,6 @@ class EdgeDeadlines:
         body_done = False
         too_slow = False
         started = False
-        dropped = False
 
         async def timed_receive() -> Message:
             nonlocal body_done, too_slow
@@ -84,9 +83,8 @@ class EdgeDeadlines:
             return message
 
         async def timed_send(message: Message) -> None:
-            nonlocal started, dropped
-            if dropped:
-                state.dropped = True
+            nonlocal started
+            if state.dropped:
                 return  # the client stopped reading: what is left goes nowhere
             if too_slow and not started:
                 return  # the application's answer to a cut-off body: the client gets the 408
@@ -98,7 +96,7 @@ class EdgeDeadlines:
                 # Too slow, or gone (the server's "transport closed"): the application is never
                 # told by an exception, so a thread sending a long answer (config/dispatch.py)
                 # finishes instead of waiting on a queue nobody empties.
-                dropped = state.dropped = True
+                state.dropped = True
 
         await self.app(scope, timed_receive, timed_send)
         if too_slow and not started:
