@@ -49,7 +49,8 @@ def test_every_query_bigram_is_a_token_of_the_indexed_text_it_came_from():
 
 def test_query_terms_are_quoted_so_none_is_an_operator():
     tokens = query_tokens('NEAR OR "x" AND o\'brien')
-    assert fts5_query(tokens) == '"near" OR "or" OR "x" OR "and" OR "o" OR "brien"'
+    assert fts5_query(tokens) == '"near" OR "x" OR "o" OR "brien"'  # "or", "and": stop words
+    assert fts5_query(query_tokens("OR AND")) == '"or" OR "and"'  # nothing else: kept, quoted
     assert tsquery(["o'x"]) == "'o''x'"
 
 
