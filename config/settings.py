@@ -231,6 +231,12 @@ REST_FRAMEWORK: dict[str, Any] = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # JSON with bounded nesting and list sizes (documents/api/parsers.py), then forms.
+    "DEFAULT_PARSER_CLASSES": [
+        "documents.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "documents.api.errors.handle_exception",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -241,7 +247,15 @@ REST_FRAMEWORK: dict[str, Any] = {
         "upload_ip": os.environ.get("THROTTLE_UPLOAD_IP", "120/min"),
         "search_user": os.environ.get("THROTTLE_SEARCH_USER", "120/min"),
         "search_ip": os.environ.get("THROTTLE_SEARCH_IP", "240/min"),
+        # every other write (collections, webhooks, re-index, cancel, retry, delete, /v1 changes)
+        "write_user": os.environ.get("THROTTLE_WRITE_USER", "120/min"),
+        "write_ip": os.environ.get("THROTTLE_WRITE_IP", "240/min"),
     },
+    # Writes are throttled unless a view names its own throttles (uploads, search).
+    "DEFAULT_THROTTLE_CLASSES": [
+        "documents.throttles.WriteUserThrottle",
+        "documents.throttles.WriteAddressThrottle",
+    ],
     # Proxies in front of the web tier whose X-Forwarded-For is believed (0: the socket address).
     "NUM_PROXIES": env_int("TRUSTED_PROXY_COUNT", 0),
 }
