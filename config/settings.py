@@ -378,6 +378,9 @@ EMBEDDINGS_BACKEND = os.environ.get("EMBEDDINGS_BACKEND", "local")
 EMBEDDINGS_LOCAL_THREADS = env_int("EMBEDDINGS_LOCAL_THREADS", 1)
 EMBEDDINGS_LOCAL_BATCH_SIZE = env_int("EMBEDDINGS_LOCAL_BATCH_SIZE", 8)
 EMBEDDINGS_HASHING_DIMENSION = env_int("EMBEDDINGS_HASHING_DIMENSION", 1024)
+# The widest vector an embedder may make (checked where an embedder is chosen: the re-index API and
+# command, and the configured one at start): "hashing:1000000" would store 4 MB per chunk.
+EMBEDDINGS_MAX_DIMENSION = env_int("EMBEDDINGS_MAX_DIMENSION", 4096)
 EMBEDDINGS_HTTP_BASE_URL = os.environ.get("EMBEDDINGS_HTTP_BASE_URL", "")
 EMBEDDINGS_HTTP_MODEL = os.environ.get("EMBEDDINGS_HTTP_MODEL", "")
 EMBEDDINGS_HTTP_API_KEY = os.environ.get("EMBEDDINGS_HTTP_API_KEY", "")
