@@ -113,10 +113,9 @@ def test_streams_aborted_before_or_after_the_first_byte_give_their_slots_back(
         return user, int(throttle.get("sse:open:all", 0) or 0)
 
     wait_for(lambda: counts() == (0, 0), timeout=20, what="every aborted stream's slot back")
-    # not locked out: both of alice's streams open
+    # not locked out: both of alice's streams open (a leaked slot answered 429 here)
     assert sse(capped_server, url, alice.token).next_event() is not None
     assert sse(capped_server, url, alice.token).next_event() is not None
-    assert counts() == (2, 2)
 
 
 def alice_id(caller: Caller) -> int:
