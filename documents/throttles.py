@@ -55,17 +55,18 @@ class _Scoped(SimpleRateThrottle):
         """Add ``count`` requests to the history; True when they do not fit (nothing is added)."""
         if request.method not in self.methods or self.rate is None:
             return False
+        num_requests, duration = self.parse_rate(self.rate)
         self.key = self.get_cache_key(request, view)
-        if self.key is None:
+        if self.key is None or num_requests is None or duration is None:
             return False
         self.history = self.cache.get(self.key, [])
         self.now = self.timer()
-        while self.history and self.history[-1] <= self.now - self.duration:
+        while self.history and self.history[-1] <= self.now - duration:
             self.history.pop()
-        if len(self.history) + count > self.num_requests:
+        if len(self.history) + count > num_requests:
             return True
         self.history[:0] = [self.now] * count
-        self.cache.set(self.key, self.history, self.duration)
+        self.cache.set(self.key, self.history, duration)
         return False
 
     def get_cache_key(self, request: Request, view: APIView) -> str | None:

@@ -24,7 +24,7 @@ def v1(caller: Caller) -> APIClient:
 
 
 def _posted(client: APIClient, path: str, body: bytes) -> Any:
-    return client.generic("POST", path, body, content_type="application/json")
+    return client.generic("POST", path, body.decode(), content_type="application/json")
 
 
 @pytest.mark.parametrize(
