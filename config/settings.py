@@ -241,6 +241,12 @@ REST_FRAMEWORK: dict[str, Any] = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # JSON with bounded nesting and list sizes (documents/api/parsers.py), then forms.
+    "DEFAULT_PARSER_CLASSES": [
+        "documents.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "documents.api.errors.handle_exception",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -253,7 +259,15 @@ REST_FRAMEWORK: dict[str, Any] = {
         "search_ip": os.environ.get("THROTTLE_SEARCH_IP", "240/min"),
         # Registering or changing webhook endpoints (each resolves the URL's host).
         "webhook_user": os.environ.get("THROTTLE_WEBHOOK_USER", "20/min"),
+        # every other write (collections, webhooks, re-index, cancel, retry, delete, /v1 changes)
+        "write_user": os.environ.get("THROTTLE_WRITE_USER", "120/min"),
+        "write_ip": os.environ.get("THROTTLE_WRITE_IP", "240/min"),
     },
+    # Writes are throttled unless a view names its own throttles (uploads, search).
+    "DEFAULT_THROTTLE_CLASSES": [
+        "documents.throttles.WriteUserThrottle",
+        "documents.throttles.WriteAddressThrottle",
+    ],
     # Proxies in front of the web tier whose X-Forwarded-For is believed (0: the socket address).
     "NUM_PROXIES": env_int("TRUSTED_PROXY_COUNT", 0),
 }
@@ -378,6 +392,9 @@ EMBEDDINGS_BACKEND = os.environ.get("EMBEDDINGS_BACKEND", "local")
 EMBEDDINGS_LOCAL_THREADS = env_int("EMBEDDINGS_LOCAL_THREADS", 1)
 EMBEDDINGS_LOCAL_BATCH_SIZE = env_int("EMBEDDINGS_LOCAL_BATCH_SIZE", 8)
 EMBEDDINGS_HASHING_DIMENSION = env_int("EMBEDDINGS_HASHING_DIMENSION", 1024)
+# The widest vector an embedder may make (checked where an embedder is chosen: the re-index API and
+# command, and the configured one at start): "hashing:1000000" would store 4 MB per chunk.
+EMBEDDINGS_MAX_DIMENSION = env_int("EMBEDDINGS_MAX_DIMENSION", 4096)
 EMBEDDINGS_HTTP_BASE_URL = os.environ.get("EMBEDDINGS_HTTP_BASE_URL", "")
 EMBEDDINGS_HTTP_MODEL = os.environ.get("EMBEDDINGS_HTTP_MODEL", "")
 EMBEDDINGS_HTTP_API_KEY = os.environ.get("EMBEDDINGS_HTTP_API_KEY", "")

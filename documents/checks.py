@@ -32,3 +32,23 @@ def check_embedding_model(app_configs: Any = None, **kwargs: Any) -> list[CheckM
     except ModelUnavailable as exc:
         return [Error(str(exc), hint=hint, id="documents.E002")]
     return []
+
+
+@register()
+def check_embedding_dimension(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A configured vector width over ``EMBEDDINGS_MAX_DIMENSION`` is refused at start."""
+    limit = settings.EMBEDDINGS_MAX_DIMENSION
+    widths = {
+        "EMBEDDINGS_HASHING_DIMENSION": settings.EMBEDDINGS_HASHING_DIMENSION,
+        "EMBEDDINGS_HTTP_DIMENSION": settings.EMBEDDINGS_HTTP_DIMENSION,
+    }
+    return [
+        Error(
+            f"{name} is {width}, over EMBEDDINGS_MAX_DIMENSION ({limit})",
+            hint="Choose a narrower embedder, or raise EMBEDDINGS_MAX_DIMENSION knowingly: "
+            "every chunk stores a vector of that many 4-byte numbers.",
+            id="documents.E003",
+        )
+        for name, width in widths.items()
+        if width > limit
+    ]

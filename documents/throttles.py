@@ -17,6 +17,7 @@ from django.contrib.auth.backends import ModelBackend
 from django.core.cache import caches
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
+from rest_framework.exceptions import Throttled
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
 if TYPE_CHECKING:  # DRF's views import the authentication classes, which import this module
@@ -49,6 +50,24 @@ class _Scoped(SimpleRateThrottle):
         if request.method not in self.methods:
             return True
         return super().allow_request(request, view)
+
+    def charge(self, request: Request, view: APIView, count: int) -> bool:
+        """Add ``count`` requests to the history; True when they do not fit (nothing is added)."""
+        if request.method not in self.methods or self.rate is None:
+            return False
+        num_requests, duration = self.parse_rate(self.rate)
+        self.key = self.get_cache_key(request, view)
+        if self.key is None or num_requests is None or duration is None:
+            return False
+        self.history = self.cache.get(self.key, [])
+        self.now = self.timer()
+        while self.history and self.history[-1] <= self.now - duration:
+            self.history.pop()
+        if len(self.history) + count > num_requests:
+            return True
+        self.history[:0] = [self.now] * count
+        self.cache.set(self.key, self.history, duration)
+        return False
 
     def get_cache_key(self, request: Request, view: APIView) -> str | None:
         if self.per_user:
@@ -85,10 +104,37 @@ class WebhookUserThrottle(_Scoped):
 
     scope = "webhook_user"
     methods = frozenset({"POST", "PUT", "PATCH"})
+class WriteUserThrottle(_Scoped):
+    """Every other change (collections, webhooks, re-index, cancel, delete...): the default."""
+
+    scope = "write_user"
+    methods = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class WriteAddressThrottle(_Scoped):
+    scope = "write_ip"
+    methods = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+    per_user = False
 
 
 UPLOAD_THROTTLES: list[type[BaseThrottle]] = [UploadUserThrottle, UploadAddressThrottle]
+WRITE_THROTTLES: list[type[BaseThrottle]] = [WriteUserThrottle, WriteAddressThrottle]
 SEARCH_THROTTLES: list[type[BaseThrottle]] = [SearchUserThrottle, SearchAddressThrottle]
+
+
+def throttle_charge(request: Request, view: APIView, throttles: list[type[BaseThrottle]], count: int) -> None:
+    """Count ``count`` more requests against ``throttles`` at once, or refuse with 429.
+
+    A request that starts many uploads (a batch, a vector store created with ``file_ids``) costs
+    what as many single uploads would: otherwise one batch of 100 files per request would pass
+    a rate of uploads per minute a hundred times over. The request itself was counted once by the
+    view's throttles already; nothing is counted when the whole charge does not fit.
+    """
+    for throttle_class in throttles:
+        throttle = throttle_class()
+        if count <= 0 or not isinstance(throttle, _Scoped) or not throttle.charge(request, view, count):
+            continue
+        raise Throttled(wait=throttle.wait())
 
 
 def page_throttled(request: HttpRequest, throttles: list[type[BaseThrottle]]) -> bool:

@@ -19,6 +19,7 @@ from documents.models import Batch
 from documents.services.batches import Upload, batch_cancel, batch_create, batch_items, file_counts
 from documents.services.collections import collection_of
 from documents.texts import Text
+from documents.throttles import UPLOAD_THROTTLES, throttle_charge
 
 MAX_FILES = 100
 
@@ -54,6 +55,7 @@ def batch_out(batch: Batch) -> dict[str, Any]:
 
 class BatchesView(TenantView):
     parser_classes = [MultiPartParser]
+    throttle_classes = UPLOAD_THROTTLES  # a batch is uploads: it counts in their rate, file by file
 
     @extend_schema(request={"multipart/form-data": BatchIn}, responses={201: BatchOut, **ERRORS})
     def post(self, request: Request) -> Response:
@@ -66,6 +68,8 @@ class BatchesView(TenantView):
         if len(uploads) > MAX_FILES:
             message = Text(gettext_noop("Send at most %(count)s files per batch."), count=MAX_FILES)
             raise ApiError(400, "too_many_files", message)
+        # the request counted once already; each further file is one more upload
+        throttle_charge(request, self, UPLOAD_THROTTLES, len(uploads) - 1)
         collection = None
         if request.POST.get("collection"):
             collection = collection_of(self.tenant, request.POST["collection"])

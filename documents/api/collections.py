@@ -9,11 +9,11 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from documents.api.errors import ApiError
+from documents.api.parsers import BoundedJSONParser
 from documents.api.serializers import StrictIn
 from documents.api.views import ERRORS, TenantView
 from documents.models import Collection
@@ -85,7 +85,7 @@ def _invalid(exc: CollectionInputError) -> ApiError:
 
 
 class CollectionsView(TenantView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(operation_id="collections_list", responses={200: CollectionOut(many=True), **ERRORS})
     def get(self, request: Request) -> Response:
@@ -111,7 +111,7 @@ class CollectionsView(TenantView):
 
 
 class CollectionView(TenantView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     def collection(self, collection_id: str) -> Collection:
         found = collection_of(self.tenant, collection_id)

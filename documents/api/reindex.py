@@ -10,12 +10,12 @@ from __future__ import annotations
 from django.utils.translation import gettext_noop
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from documents.api.errors import ApiError
 from documents.api.output import ReindexOut, reindex_status
+from documents.api.parsers import BoundedJSONParser
 from documents.api.serializers import StrictIn
 from documents.api.views import ACTION_ERRORS, ERRORS, TenantView, _error
 from documents.services.reindex import ReindexRefused, reindex_job, reindex_start
@@ -41,7 +41,7 @@ class ReindexIn(StrictIn):
 
 
 class ReindexView(TenantView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(
         request=ReindexIn,

@@ -191,8 +191,16 @@ async def _stream(version_pk: Any, job_id: str, last_id: int | None, user_id: An
     # The client reconnects with Last-Event-ID and misses nothing; a bounded lifetime keeps a
     # forgotten stream from holding its slot (and a server thread) forever.
     ends_at = time.monotonic() + settings.SSE_MAX_STREAM_SECONDS
-    wake = notify.subscribe(job_id)  # before the first read, so no commit can slip between
+    # The slot is taken here, when the stream starts, and given back in the finally below: a
+    # client that hangs up before the first byte (the view or middleware still running, the
+    # headers not sent) never starts this generator, and then holds no slot. Counting it in the
+    # view left such clients locked out (429 with no stream open) and the total drifting up.
+    if await sse_caps.astream_open(user_id) is not None:  # another stream took the last slot
+        yield "retry: 5000\n\n" + _format(0, "error", {"code": "too_many_streams"})
+        return
+    wake = None
     try:
+        wake = notify.subscribe(job_id)  # before the first read, so no commit can slip between
         yield "retry: 2000\n\n"
         reads = shared_reads()
         quiet_since = time.monotonic()
@@ -244,7 +252,7 @@ async def job_events(request: HttpRequest, document_id: str, job_id: str) -> Htt
             status=400,
         )
     last_id = int(header) if header else None
-    over_cap = await sse_caps.astream_open(user_id)
+    over_cap = await sse_caps.astream_refusal(user_id)
     if over_cap is not None:
         limited = JsonResponse(
             error_body(

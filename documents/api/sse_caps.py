@@ -9,6 +9,7 @@ key, ``SSE_MAX_STREAM_SECONDS`` plus a minute after the last stream was opened.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -43,6 +44,21 @@ def _add(key: str, delta: int) -> int:
     return value
 
 
+def stream_refusal(user_id: Any) -> str | None:
+    """Whether a new stream of ``user_id`` would be over a cap now (nothing is counted).
+
+    The view asks this to answer 429 before any byte is sent; the slot itself is taken by the
+    stream when it starts (``stream_open``), so a client that hangs up before it starts (while
+    the view or the middleware still runs) never holds one.
+    """
+    cache = throttle_cache()
+    if int(cache.get(_user_key(user_id), 0) or 0) >= settings.SSE_MAX_STREAMS_PER_USER:
+        return "user"
+    if int(cache.get(_GLOBAL_KEY, 0) or 0) >= settings.SSE_MAX_STREAMS:
+        return "global"
+    return None
+
+
 def stream_open(user_id: Any) -> str | None:
     """Count a new stream of ``user_id``; the refusal reason (nothing counted) when over a cap."""
     per_user = _add(_user_key(user_id), 1)
@@ -62,5 +78,25 @@ def stream_closed(user_id: Any) -> None:
     _add(_GLOBAL_KEY, -1)
 
 
-astream_open = sync_to_async(stream_open)
+astream_refusal = sync_to_async(stream_refusal)
 astream_closed = sync_to_async(stream_closed)
+
+
+async def astream_open(user_id: Any) -> str | None:
+    """``stream_open`` that a cancellation cannot leak: when the task is cancelled while the count
+    is being taken (the client hung up), the count is given back as soon as it was taken."""
+    taking = asyncio.ensure_future(sync_to_async(stream_open)(user_id))
+    try:
+        return await asyncio.shield(taking)
+    except asyncio.CancelledError:
+        taking.add_done_callback(lambda done: _give_back_if_taken(done, user_id))
+        raise
+
+
+def _give_back_if_taken(taking: asyncio.Future[str | None], user_id: Any) -> None:
+    if not taking.cancelled() and taking.exception() is None and taking.result() is None:
+        _pending.add(task := asyncio.ensure_future(astream_closed(user_id)))
+        task.add_done_callback(_pending.discard)
+
+
+_pending: set[asyncio.Future[None]] = set()  # give-backs in flight (the loop keeps weak references)

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_noop
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions, status
 from rest_framework.pagination import PageNumberPagination
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from documents.api import output as out
 from documents.api import serializers as s
 from documents.api.errors import ApiError
+from documents.api.parsers import BoundedJSONParser
 from documents.models import Document, DocumentVersion, Tenant
 from documents.retrieval.filters import Filter, parse_filter
 from documents.retrieval.neighbours import neighbours_of
@@ -180,7 +181,7 @@ PATCH_FIELDS = ("title", "attributes")
 
 
 class DocumentView(TenantView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(responses={200: out.DocumentDetailOut, **ERRORS})
     def get(self, request: Request, document_id: str) -> Response:
@@ -310,7 +311,7 @@ class SearchView(TenantView):
     filters and document ids)."""
 
     throttle_classes = SEARCH_THROTTLES
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(parameters=[s.SearchIn], responses={200: s.SearchOut, **ERRORS})
     def get(self, request: Request) -> Response:

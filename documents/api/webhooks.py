@@ -21,7 +21,7 @@ from documents.services.webhooks import (
     webhook_endpoint_delete,
     webhook_endpoint_update,
 )
-from documents.throttles import WebhookUserThrottle
+from documents.throttles import WRITE_THROTTLES, WebhookUserThrottle
 
 
 class WebhookIn(StrictIn):
@@ -62,7 +62,7 @@ def _invalid(exc: WebhookInvalid) -> ApiError:
 
 
 class WebhooksView(TenantView):
-    throttle_classes = [WebhookUserThrottle]
+    throttle_classes = [WebhookUserThrottle, *WRITE_THROTTLES]
 
     @extend_schema(operation_id="webhooks_list", responses={200: WebhookOut(many=True), **ERRORS})
     def get(self, request: Request) -> Response:
@@ -90,7 +90,7 @@ class WebhooksView(TenantView):
 
 
 class WebhookView(TenantView):
-    throttle_classes = [WebhookUserThrottle]
+    throttle_classes = [WebhookUserThrottle, *WRITE_THROTTLES]
 
     def endpoint(self, endpoint_id: str) -> WebhookEndpoint:
         try:

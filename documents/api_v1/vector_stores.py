@@ -17,10 +17,10 @@ from typing import Any
 from django.db import connection
 from django.db.models import Q
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from documents.api.parsers import BoundedJSONParser
 from documents.api_v1 import schema as sc
 from documents.api_v1.base import V1_ERRORS, V1View
 from documents.api_v1.errors import V1Error, not_found
@@ -33,7 +33,7 @@ from documents.search import search
 from documents.services import vector_stores as vs
 from documents.services.attributes import document_update
 from documents.services.collections import collections_of
-from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES
+from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES, throttle_charge
 
 POLL_AFTER_MS = "500"
 FILE_LIST = [
@@ -100,12 +100,29 @@ def body_of(request: Request) -> dict[str, Any]:
     return request.data
 
 
+MAX_STORE_FILE_IDS = 100  # file_ids of a vector store's creation
+MAX_BATCH_FILES = 500  # file_ids or files of one file batch, as OpenAI allows
+MAX_QUERY_STRINGS = 20  # strings of a search query given as a list
+
+
+def bounded_list(body: dict[str, Any], field: str, limit: int) -> list[Any]:
+    """``body[field]`` as a list of at most ``limit`` items ([] when absent), else a 400."""
+    value = body.get(field)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise V1Error(400, "invalid_type", f"{field} must be a list.", field)
+    if len(value) > limit:
+        raise V1Error(400, "too_many_items", f"{field} holds at most {limit} items.", field)
+    return value
+
+
 def _store_error(exc: vs.StoreInputError) -> V1Error:
     return V1Error(exc.http_status, exc.code, exc.message, exc.param)
 
 
 class StoreView(V1View):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     def store(self, ref: str) -> Collection:
         found = vs.store_of(self.tenant, ref)
@@ -130,8 +147,11 @@ class StoresView(StoreView):
         operation_id="v1_vector_stores_create", request=sc.VectorStoreIn, responses=ok(sc.VectorStoreOut)
     )
     def post(self, request: Request) -> Response:
-        """Create a vector store: name, metadata, expires_after, chunking_strategy."""
+        """Create a vector store: name, metadata, expires_after, chunking_strategy, file_ids."""
         body = body_of(request)
+        file_ids = bounded_list(body, "file_ids", MAX_STORE_FILE_IDS)
+        # each attached file is an upload's worth of work: it counts against the upload rate
+        throttle_charge(request, self, UPLOAD_THROTTLES, len(file_ids))
         try:
             collection = vs.store_create(
                 tenant=self.tenant,
@@ -142,7 +162,7 @@ class StoresView(StoreView):
             )
         except vs.StoreInputError as exc:
             raise _store_error(exc) from None
-        for file_id in body.get("file_ids") or []:
+        for file_id in file_ids:
             self.attach(collection, {"file_id": file_id})
         return Response(store_out(collection))
 
@@ -296,12 +316,14 @@ class BatchesView(StoresView):
         """Attach many files: ``file_ids`` (with shared attributes) or ``files`` (each its own)."""
         collection = self.store(store_id)
         body = body_of(request)
-        items = body.get("files")
+        items = bounded_list(body, "files", MAX_BATCH_FILES) if "files" in body else None
         if items is None:
             shared = {k: body.get(k) for k in ("attributes", "chunking_strategy")}
-            items = [{"file_id": f, **shared} for f in body.get("file_ids") or []]
+            items = [{"file_id": f, **shared} for f in bounded_list(body, "file_ids", MAX_BATCH_FILES)]
         if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items):
             raise V1Error(400, "invalid_files", "Send file_ids or files (a non-empty list).", "file_ids")
+        # the request counted once; each further file is one more upload's worth of work
+        throttle_charge(request, self, UPLOAD_THROTTLES, len(items) - 1)
         batch = VectorStoreFileBatch.objects.create(collection=collection)
         for item in items:
             self.attach(collection, item, batch)
@@ -374,6 +396,8 @@ class SearchView(StoreView):
         collection = self.store(store_id)
         body = body_of(request)
         raw_query = body.get("query")
+        if isinstance(raw_query, list):
+            bounded_list(body, "query", MAX_QUERY_STRINGS)
         if isinstance(raw_query, list) and all(isinstance(q, str) for q in raw_query):
             query = " ".join(raw_query)
         elif isinstance(raw_query, str):

@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Embedder",
+    "EmbedderTooWide",
     "UnknownEmbedder",
+    "check_dimension",
     "configured_embedder",
     "embedder_for",
     "get_embedder",
@@ -67,6 +69,24 @@ class UnknownEmbedder(ValueError):
     """An embedder name or backend this deployment cannot build (a user-safe message)."""
 
     code = "unknown_embedder"
+
+
+class EmbedderTooWide(ValueError):
+    """An embedder whose vectors are wider than ``EMBEDDINGS_MAX_DIMENSION`` (a user-safe message)."""
+
+    code = "embedder_too_wide"
+
+
+def check_dimension(embedder: Embedder) -> Embedder:
+    """``embedder``, unless its vectors are wider than the deployment allows.
+
+    Checked where an embedder is chosen (a re-index start), never where a stored name is read
+    back: a tenant already searching with a wider one keeps searching after the bound is lowered.
+    """
+    limit = settings.EMBEDDINGS_MAX_DIMENSION
+    if embedder.dimension > limit:
+        raise EmbedderTooWide(f"Embedders here make vectors of at most {limit} dimensions.")
+    return embedder
 
 
 def embedder_for(spec: str) -> Embedder:

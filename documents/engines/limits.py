@@ -80,8 +80,9 @@ class ParseLimits:
 
 
 # A tag name, then anything up to the next "<" or ">" (so no scan runs past the next tag: linear
-# even on "<a<a<a..."), then an optional "/".
-_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]{0,30})[^<>]*?(/?)>")
+# even on "<a<a<a..."), then an optional "/". The name is possessive: giving characters back to
+# the attributes never turns a failed match into a match, it only rescanned the rest 30 times.
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]{0,30}+)[^<>]*?(/?)>")
 _NOT_NESTING = frozenset(
     {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
     | {"p", "li", "dt", "dd", "tr", "td", "th", "thead", "tbody", "tfoot", "option", "optgroup"}

@@ -154,7 +154,10 @@ _MD_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _MD_SETEXT_UNDERLINE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _MD_RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _MD_ITEM = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+(\S.*)$")
-_MD_TABLE_RULE = re.compile(r"^ {0,3}\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?[ \t]*$")
+# A closing "|" is matched with its own trailing blanks, never as an optional "|" between two runs
+# of blanks: "[ \t]*\|?[ \t]*$" split a run of blanks every possible way, and "---|---" followed by
+# 65,000 spaces held the upload request for 33 s.
+_MD_TABLE_RULE = re.compile(r"^ {0,3}\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*(?:\|[ \t]*)?$")
 _MD_QUOTE = re.compile(r"^ {0,3}>[ \t]?")
 # Label and target exclude their own brackets so that no scan runs past the next "[" or "(":
 # linear on any line. The earlier "[^\]\n]*" rescanned the rest of the line from every "[" (a 2 MB
@@ -263,10 +266,13 @@ def _markdown_table_row(row: str) -> str:
     return " | ".join(_markdown_inline(cell) for cell in cells)
 
 
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+
+
 def paragraph_blocks(text: str) -> list[Block]:
     """Plain text as paragraphs separated by blank lines."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    paragraphs = (paragraph.strip() for paragraph in re.split(r"\n[ \t]*\n", text))
+    paragraphs = (paragraph.strip() for paragraph in _PARAGRAPH_BREAK.split(text))
     return [Block("paragraph", paragraph) for paragraph in paragraphs if paragraph]
 
 
@@ -305,13 +311,16 @@ _HTML_DOCUMENT = re.compile(r"<(?:!doctype\s+html|html|head|body)\b", re.IGNOREC
 _HTML_FRAGMENT_TAGS = (
     "p|div|span|table|ul|ol|h[1-6]|section|article|main|header|footer|nav|title|meta|a|form|pre|blockquote"
 )
-_HTML_FRAGMENT = re.compile(rf"<({_HTML_FRAGMENT_TAGS})\b[^>]*>", re.IGNORECASE)
+# The attributes stop at the next "<" as well as at ">": "<p <p <p ..." without a ">" would rescan
+# the rest of the text from every "<p" when searched.
+_HTML_FRAGMENT = re.compile(rf"<({_HTML_FRAGMENT_TAGS})\b[^<>]*>", re.IGNORECASE)
+_HTML_FRAGMENT_END = re.compile(rf"</({_HTML_FRAGMENT_TAGS})[ \t\r\n\f]*>", re.IGNORECASE)
 
 _MARKDOWN_STRONG = (
     re.compile(r"^ {0,3}#{1,6}[ \t]+\S", re.MULTILINE),  # ATX heading
     re.compile(r"^ {0,3}(?:```|~~~)", re.MULTILINE),  # code fence
     # table rule under a header row: | --- | :---: |
-    re.compile(r"^ {0,3}\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)+\|?[ \t]*$", re.MULTILINE),
+    re.compile(r"^ {0,3}\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)+(?:\|[ \t]*)?$", re.MULTILINE),
     # inline link or image. Neither part may contain its own brackets, so each scan from a "[" or
     # "](" stops at the next one: linear. "[^\]]+" backtracked over a whole line from every "[",
     # and a 64 KB line of "[" held the upload request (and the GIL) for 8 s.
@@ -341,7 +350,9 @@ def text_kind(text: str, *, filename: str = "") -> Kind:
     if markdown_score(head) >= 2:
         return Kind.MARKDOWN
     fragment = _HTML_FRAGMENT.match(head)
-    if fragment and re.search(rf"</{fragment.group(1)}\s*>", head, re.IGNORECASE):
+    if fragment and any(
+        end.group(1).lower() == fragment.group(1).lower() for end in _HTML_FRAGMENT_END.finditer(head)
+    ):
         return Kind.HTML
     suffix = PurePosixPath(filename.replace("\\", "/")).suffix.lower()
     return Kind.MARKDOWN if suffix in MARKDOWN_SUFFIXES else Kind.TEXT

@@ -24,10 +24,18 @@ from django.utils import timezone
 from django.utils.translation import gettext_noop
 
 from documents.causes import TARGET_GONE, VECTORS_MISSING
-from documents.embedders import UnknownEmbedder, configured_embedder, embedder_for, tenant_embedder_name
+from documents.embedders import (
+    EmbedderTooWide,
+    UnknownEmbedder,
+    check_dimension,
+    configured_embedder,
+    embedder_for,
+    tenant_embedder_name,
+)
 from documents.kinds import REINDEX as KIND
 from documents.models import Chunk, ChunkVector, IndexEntry, Tenant
 from documents.services.reindex_gate import GateRefused, gate_check
+from documents.texts import Text
 from jobs.errors import StageFailure
 from jobs.models import FINISHED, Actor, Job, Status
 from jobs.services.lifecycle import job_create
@@ -67,6 +75,14 @@ def reindex_start(
         raise ReindexRefused(
             400, "unknown_embedder", gettext_noop("No embedder of that name is available.")
         ) from None
+    try:
+        check_dimension(target)
+    except EmbedderTooWide:
+        message = Text(
+            gettext_noop("Embedders here make vectors of at most %(count)s dimensions."),
+            count=settings.EMBEDDINGS_MAX_DIMENSION,
+        )
+        raise ReindexRefused(400, "embedder_too_wide", message) from None
     gate = None
     if query_set:
         try:

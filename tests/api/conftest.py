@@ -261,7 +261,7 @@ def start_server(processes: Processes, env: dict[str, str], **extra: str) -> Ser
             return False
 
     try:
-        wait_for(up, timeout=30, interval=0.1, what="the web server to answer")
+        wait_for(up, timeout=90, interval=0.1, what="the web server to answer")  # a loaded machine
     except AssertionError:
         raise AssertionError(processes.logs()) from None
     return Server(base_url=base, processes=processes)

@@ -10,6 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
+from documents.checks import check_embedding_dimension
 from documents.kinds import REINDEX as KIND
 from documents.models import Tenant
 from jobs.models import Job, Status
@@ -99,3 +100,21 @@ def test_the_tenant_admin_action_starts_one_reindex_per_tenant(alice, admin_clie
         assert run_until_idle(job.pk).status == Status.READY
     finally:
         configured_embedder.cache_clear()
+
+
+def test_an_embedder_wider_than_the_bound_is_refused_everywhere(alice, settings):
+    # "hashing:1000000" stored 4 MB per chunk: refused by the API, the command and the start check
+    refused = alice.post("/api/reindex", {"embedder": "hashing:1000000"}, format="json")
+    assert refused.status_code == 400, refused.content
+    error = refused.json()["error"]
+    assert error["code"] == "embedder_too_wide" and "4096" in error["message"]
+    assert Job.objects.filter(kind=KIND).count() == 0
+    with pytest.raises(CommandError):
+        call_command(
+            "reindex", "--tenant", "acme", "--embedder", "hashing:8192", "--inline", stdout=StringIO()
+        )
+    assert Job.objects.filter(kind=KIND).count() == 0
+    settings.EMBEDDINGS_MAX_DIMENSION = 8192
+    assert alice.post("/api/reindex", {"embedder": "hashing:8192"}, format="json").status_code == 202
+    settings.EMBEDDINGS_HASHING_DIMENSION = 10_000
+    assert [e.id for e in check_embedding_dimension()] == ["documents.E003"]

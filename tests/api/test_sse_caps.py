@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import socket
+import struct
 from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.cache import caches
 
 from tests.api.conftest import Caller, Server, SSEStream, serving
@@ -81,3 +84,39 @@ def test_a_bad_last_event_id_answers_400(capped_server: Server, alice: Caller, v
     response = refused(capped_server, alice, url, **{"Last-Event-ID": value})
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_last_event_id"
+
+
+def _abort(server: Server, token: str, path: str, *, read_first: bool) -> None:
+    """Send a stream request on a raw socket, then hang up (at once, or after the first bytes)."""
+    url = httpx.URL(server.base_url)
+    with socket.create_connection((url.host, url.port), timeout=10) as raw:
+        raw.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: {url.host}\r\nAuthorization: Token {token}\r\n"
+            "Accept: text/event-stream\r\n\r\n".encode()
+        )
+        if read_first:
+            raw.recv(1)
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset
+
+
+def test_streams_aborted_before_or_after_the_first_byte_give_their_slots_back(
+    capped_server: Server, alice: Caller, sse: OpenStream
+) -> None:
+    url = upload_over_http(capped_server, alice)["events_url"]
+    path = httpx.URL(url).raw_path.decode()
+    for n in range(24):  # twelve times the user's cap
+        _abort(capped_server, alice.token, path, read_first=n % 2 == 1)
+
+    def counts() -> tuple[int, int]:
+        throttle = caches["throttle"]
+        user = int(throttle.get(f"sse:open:user:{alice_id(alice)}", 0) or 0)
+        return user, int(throttle.get("sse:open:all", 0) or 0)
+
+    wait_for(lambda: counts() == (0, 0), timeout=20, what="every aborted stream's slot back")
+    # not locked out: both of alice's streams open (a leaked slot answered 429 here)
+    assert sse(capped_server, url, alice.token).next_event() is not None
+    assert sse(capped_server, url, alice.token).next_event() is not None
+
+
+def alice_id(caller: Caller) -> int:
+    return int(get_user_model().objects.get(username=caller.username).pk)

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.cache import caches
 from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
 from pytest_django.fixtures import Settings as DjangoSettings
-from rest_framework.test import APIClient
+from rest_framework.request import Request
+from rest_framework.test import APIClient, APIRequestFactory
+from rest_framework.views import APIView
 
+from documents.models import Document
+from documents.throttles import _Scoped
 from tests.api.conftest import Caller, Server, assert_error, serving
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -114,3 +121,102 @@ def test_the_counter_is_shared_by_every_web_process(
         response = http.get("/api/search", params={"q": "harbor"})
     assert response.status_code == 429, response.text
     assert response.json()["error"]["code"] == "throttled"
+
+
+# --- every write is throttled; a batch costs what its files would ----------------------------------
+
+
+def _write_views() -> Iterator[tuple[str, str, type[APIView]]]:
+    """(route, method, view class) for every write method of every DRF view under /api and /v1."""
+
+    def walk(patterns: list[Any], prefix: str) -> Iterator[tuple[str, Any]]:
+        for entry in patterns:
+            if isinstance(entry, URLResolver):
+                yield from walk(entry.url_patterns, prefix + str(entry.pattern))
+            elif isinstance(entry, URLPattern):
+                yield prefix + str(entry.pattern), entry.callback
+
+    for route, callback in walk(get_resolver().url_patterns, "/"):
+        view = getattr(callback, "cls", None)
+        if not (route.startswith(("/api/", "/v1/")) and isinstance(view, type) and issubclass(view, APIView)):
+            continue
+        for method in ("post", "put", "patch", "delete"):
+            if method in view.http_method_names and hasattr(view, method):
+                yield route, method.upper(), view
+
+
+def test_every_write_endpoint_counts_in_a_shared_throttle() -> None:
+    writes = list(_write_views())
+    names = {f"{view.__module__}.{view.__name__}" for _, _, view in writes}
+    assert {"documents.api.batches.BatchesView", "documents.api.reindex.ReindexView"} <= names
+    assert "documents.api_v1.vector_stores.StoresView" in names
+    unthrottled = []
+    for route, method, view_class in writes:
+        view = view_class()
+        view.request = Request(APIRequestFactory().generic(method, route))
+        view.headers, view.args, view.kwargs = {}, (), {}
+        throttles = view.get_throttles()
+        counting = [t for t in throttles if isinstance(t, _Scoped) and method in t.methods]
+        if not counting or not all(isinstance(t.cache, type(caches["throttle"])) for t in counting):
+            unthrottled.append(f"{method} {route}")
+    assert unthrottled == []
+
+
+def test_batches_past_the_upload_rate_answer_429(alice: Caller, settings: DjangoSettings) -> None:
+    rates(settings, upload_user="4/min")
+
+    def batch(count: int) -> Any:
+        files = [SimpleUploadedFile(f"n{n}.txt", b"Harbor notes.") for n in range(count)]
+        return alice.client.post("/api/batches", {"files": files}, format="multipart")
+
+    assert batch(3).status_code == 201
+    # three of four uploads are spent: a batch of two does not fit, and starts nothing
+    assert_error(batch(2), 429, "throttled")
+    assert Document.objects.count() == 3
+    assert_error(batch(1), 429, "throttled")
+    assert_error(alice.upload(b"Harbor notes."), 429, "throttled")
+
+
+def test_vector_store_file_ids_count_as_uploads(alice: Caller, settings: DjangoSettings) -> None:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {alice.token}")
+    file_ids = []
+    for n in range(3):
+        response = client.post(
+            "/v1/files", {"file": SimpleUploadedFile(f"n{n}.txt", b"Harbor notes."), "purpose": "assistants"}
+        )
+        assert response.status_code == 200, response.content
+        file_ids.append(response.json()["id"])
+    caches["throttle"].clear()
+    rates(settings, upload_user="2/min")
+    response = client.post("/v1/vector_stores", {"name": "s", "file_ids": file_ids}, format="json")
+    assert response.status_code == 429, response.content
+    assert response.json()["error"]["code"] == "throttled"
+    response = client.post("/v1/vector_stores", {"name": "s", "file_ids": file_ids[:2]}, format="json")
+    assert response.status_code == 200, response.content
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/collections", {"name": "Harbor"}),
+        ("/api/webhooks", {"url": "https://example.org/hook", "events": ["document.ready"]}),
+        ("/api/reindex", {}),
+        ("/v1/vector_stores", {"name": "Harbor"}),
+    ],
+)
+def test_writes_past_the_write_rate_answer_429(
+    alice: Caller, settings: DjangoSettings, path: str, body: dict[str, Any]
+) -> None:
+    rates(settings, write_user="2/min")
+    client = alice.client
+    if path.startswith("/v1/"):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {alice.token}")
+    for _ in range(2):
+        assert client.post(path, body, format="json").status_code != 429
+    response = client.post(path, body, format="json")
+    assert response.status_code == 429, response.content
+    assert int(response["Retry-After"]) > 0
+    # reading is not writing
+    assert alice.client.get("/api/collections").status_code == 200
