@@ -136,11 +136,8 @@ def evaluation_subject_links(job: Job) -> list[tuple[str, str]]:
 
 
 def evaluation_subject_labels(jobs: list[Job]) -> dict[Any, tuple[str, str]]:
-    names = dict(
-        EvaluationRun.objects.filter(pk__in={job.subject_id for job in jobs}).values_list(
-            "pk", "query_set__name"
-        )
-    )
+    runs = EvaluationRun.objects.filter(pk__in={job.subject_id for job in jobs})
+    names = {str(pk): name for pk, name in runs.values_list("pk", "query_set__name")}
     return {
         job.pk: (
             f"evaluation · {names.get(job.subject_id, '')}".rstrip(" ·"),

@@ -90,10 +90,12 @@ def test_the_evaluation_pages_in_a_browser(chromium: Any, platform: Platform, al
             page.wait_for_load_state()
         runs = list(EvaluationRun.objects.filter(query_set=query_set))
         assert len(runs) == 2
-        for run in runs:
-            wait_for(
-                lambda run=run: reload_job(run.job_id).status == Status.READY, timeout=120, what="run ready"
-            )
+        job_ids = [run.job_id for run in runs]
+        wait_for(
+            lambda: all(reload_job(job_id).status == Status.READY for job_id in job_ids),
+            timeout=120,
+            what="both runs ready",
+        )
         page.reload()
         assert page.locator("svg.eval-chart polyline").count() == 3
         screenshot(page, "evaluation-collection")

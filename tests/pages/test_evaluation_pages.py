@@ -41,7 +41,7 @@ def jsonl(*items: dict) -> bytes:
 
 def start_finished_run(member: Member, url: str, set_id: str) -> EvaluationRun:
     assert member.client.post(url, {"action": "run", "query_set": set_id}).status_code == 303
-    run = EvaluationRun.objects.filter(query_set_id=set_id).first()
+    run = EvaluationRun.objects.filter(query_set__pk=set_id).first()
     assert run is not None and run.job_id is not None
     assert run_until_idle(run.job_id).status == Status.READY
     return EvaluationRun.objects.get(pk=run.pk)
