@@ -7,7 +7,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.urls import reverse
 from django.utils.translation import gettext_noop
 from drf_spectacular.utils import OpenApiTypes, extend_schema
 from rest_framework import serializers, status
@@ -16,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from documents.api.errors import ApiError
+from documents.api.output import EvaluationRunOut, evaluation_run_status
 from documents.api.serializers import StrictIn
 from documents.api.views import ACTION_ERRORS, ERRORS, TenantView
 from documents.evaluation.labels import LabelsInvalid
@@ -30,9 +30,8 @@ from documents.services.evaluation import (
     query_set_import,
     runs_compare,
 )
-from jobs.models import Actor, Job
+from jobs.models import Actor
 from jobs.quotas import QueueFull
-from jobs.selectors import job_view
 
 MAX_IMPORT_BYTES = 5 * 1024 * 1024
 
@@ -88,29 +87,6 @@ def query_set_out(query_set: LabelledQuerySet) -> dict[str, Any]:
         "description": query_set.description,
         "queries": query_set.queries.count(),
         "created_at": query_set.created_at.isoformat(),
-    }
-
-
-def run_out(run: EvaluationRun) -> dict[str, Any]:
-    """A run's status and figures (``summary`` is empty until its job is ready)."""
-    job = Job.objects.filter(pk=run.job_id).first() if run.job_id else None
-    view = job_view(job) if job is not None else None
-    return {
-        "id": str(run.pk),
-        "query_set_id": str(run.query_set_id),
-        "job_id": str(job.pk) if job else None,
-        "status": view.status if view else "ready",
-        "state": view.state if view else "ready",
-        "progress": view.progress if view else 100.0,
-        "error": view.error if view else None,
-        "embedder": run.embedder,
-        "modes": run.modes,
-        "config": run.config,
-        "summary": run.summary,
-        "reindex_job_id": str(run.gate_of_id) if run.gate_of_id else None,
-        "created_at": run.created_at.isoformat(),
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-        "status_url": reverse("api-evaluation-run", kwargs={"run_id": str(run.pk)}),
     }
 
 
@@ -212,12 +188,16 @@ class QueriesImportView(EvaluationView):
 class RunsView(EvaluationView):
     parser_classes = [JSONParser]
 
-    @extend_schema(operation_id="evaluation_runs_list", responses={200: OpenApiTypes.OBJECT, **ERRORS})
+    @extend_schema(
+        operation_id="evaluation_runs_list", responses={200: EvaluationRunOut(many=True), **ERRORS}
+    )
     def get(self, request: Request, query_set_id: str) -> Response:
         query_set = self.query_set(query_set_id)
-        return Response([run_out(r) for r in EvaluationRun.objects.filter(query_set=query_set)[:100]])
+        return Response(
+            [evaluation_run_status(r) for r in EvaluationRun.objects.filter(query_set=query_set)[:100]]
+        )
 
-    @extend_schema(request=RunIn, responses={202: OpenApiTypes.OBJECT, **ACTION_ERRORS})
+    @extend_schema(request=RunIn, responses={202: EvaluationRunOut, **ACTION_ERRORS})
     def post(self, request: Request, query_set_id: str) -> Response:
         """Start an evaluation run (a job) of the set: default the active embedder, every mode."""
         query_set = self.query_set(query_set_id)
@@ -237,13 +217,13 @@ class RunsView(EvaluationView):
             raise ApiError(
                 429, "quota_exceeded", gettext_noop("The workspace's queue is full. Try again later.")
             ) from None
-        return Response(run_out(run), status=status.HTTP_202_ACCEPTED)
+        return Response(evaluation_run_status(run), status=status.HTTP_202_ACCEPTED)
 
 
 class RunView(EvaluationView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT, **ERRORS})
+    @extend_schema(responses={200: EvaluationRunOut, **ERRORS})
     def get(self, request: Request, run_id: str) -> Response:
-        return Response(run_out(self.run(run_id)))
+        return Response(evaluation_run_status(self.run(run_id)))
 
 
 class CompareView(EvaluationView):

@@ -29,6 +29,7 @@ from rest_framework import serializers
 from rest_framework.fields import Field, SkipField
 
 from documents.api.serializers import ATTRIBUTES_HELP, AttributesField
+from documents.evaluation.models import EvaluationRun
 from documents.models import Document, DocumentVersion
 from documents.selectors import STATE_WORDS, versions_of
 from documents.services.dedup import reused_from_out
@@ -459,6 +460,75 @@ _REINDEX = ReindexOut()
 def reindex_status(job: Job) -> dict[str, Any]:
     """The re-index job's status JSON (the API's and the admin's)."""
     return _REINDEX.to_representation(ReindexSource.of(job))
+
+
+# --- an evaluation run's status ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EvaluationRunSource:
+    """An evaluation run and its job's view (a gate's runs have no job of their own)."""
+
+    run: EvaluationRun
+    view: JobView | None
+
+    @classmethod
+    def of(cls, run: EvaluationRun) -> EvaluationRunSource:
+        job = Job.objects.filter(pk=run.job_id).first() if run.job_id else None
+        return cls(run, job_view(job) if job is not None else None)
+
+    @property
+    def status(self) -> str:
+        return self.view.status if self.view else "ready"
+
+    @property
+    def state(self) -> str:
+        return self.view.state if self.view else "ready"
+
+    @property
+    def progress(self) -> float | None:
+        return self.view.progress if self.view else 100.0
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        return self.view.error if self.view else None
+
+    @property
+    def status_url(self) -> str:
+        return reverse("api-evaluation-run", kwargs={"run_id": str(self.run.pk)})
+
+
+class EvaluationRunOut(Output):
+    """An evaluation run: its job's state and, once ready, its figures (docs/evaluation.md)."""
+
+    id = serializers.UUIDField(source="run.pk")
+    query_set_id = serializers.UUIDField(source="run.query_set_id")
+    job_id = serializers.UUIDField(source="run.job_id", allow_null=True)
+    reindex_job_id = serializers.UUIDField(
+        source="run.gate_of_id", allow_null=True, help_text="The re-index whose gate made this run."
+    )
+    status = serializers.CharField()
+    state = serializers.CharField()
+    progress = serializers.FloatField(allow_null=True)
+    error = serializers.JSONField(allow_null=True)
+    embedder = serializers.CharField(source="run.embedder")
+    modes = serializers.ListField(child=serializers.CharField(), source="run.modes")
+    config = serializers.JSONField(source="run.config", help_text="What produced the figures.")
+    summary = serializers.JSONField(
+        source="run.summary",
+        help_text="{mode: {language: {queries, recall@1, ..., ndcg@10}}}; {} until ready.",
+    )
+    created_at = IsoDateTimeField(source="run.created_at")
+    finished_at = IsoDateTimeField(source="run.finished_at", allow_null=True)
+    status_url = serializers.CharField()
+
+
+_EVALUATION_RUN = EvaluationRunOut()
+
+
+def evaluation_run_status(run: EvaluationRun) -> dict[str, Any]:
+    """An evaluation run's JSON (the API's)."""
+    return _EVALUATION_RUN.to_representation(EvaluationRunSource.of(run))
 
 
 # --- errors ----------------------------------------------------------------------------------

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -27,8 +29,39 @@ from jobs.admin.registry import register_subject_labels, register_subject_links
 from jobs.models import Job
 
 
+class QueryForm(forms.ModelForm):
+    """Labels are checked as an import checks them: keys ``document:<uuid>`` or ``chunk:<id>``,
+    grades 0-10; a bad one is a form error, and nothing is saved."""
+
+    class Meta:
+        model = LabelledQuery
+        fields = ("query_set", "text", "language", "labels")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        labels = data.get("labels")
+        if not isinstance(labels, dict) or not labels:
+            raise ValidationError({"labels": 'A JSON object such as {"document:<uuid>": 1, "chunk:12": 2}.'})
+        relevant: list[Any] = []
+        for key in labels:
+            kind, _, value = str(key).partition(":")
+            if kind == "chunk" and value.isdigit():
+                relevant.append(int(value))
+            elif kind == "document":
+                relevant.append(value)
+            else:
+                raise ValidationError({"labels": f"{key!r} is neither document:<uuid> nor chunk:<id>."})
+        item = {"query": data.get("text") or "", "relevant": relevant, "grades": list(labels.values())}
+        try:
+            parse_line(json.dumps(item), 1)
+        except LabelsInvalid as bad:
+            raise ValidationError(bad.reason) from None
+        return data
+
+
 class QueryInline(admin.TabularInline):
     model = LabelledQuery
+    form = QueryForm
     extra = 1
     fields = ("text", "language", "labels")
 
@@ -53,19 +86,7 @@ class QueryAdmin(admin.ModelAdmin):
     search_fields = ("text",)
     raw_id_fields = ("query_set",)
 
-    def save_model(self, request: HttpRequest, obj: LabelledQuery, form: Any, change: bool) -> None:
-        # The same checks as an import: labels a run could not read are refused, not stored.
-        try:
-            relevant = [int(k[6:]) if k.startswith("chunk:") else k.split(":", 1)[-1] for k in obj.labels]
-            parse_line(
-                json.dumps({"query": obj.text, "relevant": relevant, "grades": list(obj.labels.values())}),
-                1,
-            )
-        except (LabelsInvalid, AttributeError, ValueError) as bad:
-            reason = bad.reason if isinstance(bad, LabelsInvalid) else "labels must map keys to grades"
-            messages.error(request, f"Not saved: {reason}.")
-            return
-        super().save_model(request, obj, form, change)
+    form = QueryForm
 
 
 @admin.register(LabelCandidate)
@@ -136,11 +157,8 @@ def evaluation_subject_links(job: Job) -> list[tuple[str, str]]:
 
 
 def evaluation_subject_labels(jobs: list[Job]) -> dict[Any, tuple[str, str]]:
-    names = dict(
-        EvaluationRun.objects.filter(pk__in={job.subject_id for job in jobs}).values_list(
-            "pk", "query_set__name"
-        )
-    )
+    runs = EvaluationRun.objects.filter(pk__in={job.subject_id for job in jobs})
+    names = {str(pk): name for pk, name in runs.values_list("pk", "query_set__name")}
     return {
         job.pk: (
             f"evaluation · {names.get(job.subject_id, '')}".rstrip(" ·"),

@@ -27,20 +27,24 @@ BATCH = 10  # queries per fenced write (each searched in every mode)
 DEPTH = metrics.CUTOFF  # hits read per query and mode
 ALL = "all"  # the summary's language key over every query
 
-# Settings that shape what search answers, recorded with every run (present ones only).
-CONFIG_PREFIXES = ("CHUNK_", "SEARCH_", "FUSION_", "RERANK", "EMBEDDINGS_BACKEND")
-
 
 def configuration(embedder: str) -> dict[str, Any]:
-    """What produced a run's figures: the embedder, chunking, fusion and reranking settings."""
-    config: dict[str, Any] = {"embedder": embedder, "rrf_k": getattr(fusion, "RRF_K", None)}
-    for name in sorted(dir(settings)):
-        if name.startswith(CONFIG_PREFIXES):
-            value = getattr(settings, name)
-            if isinstance(value, str | int | float | bool | list | tuple | type(None)):
-                config[name.lower()] = list(value) if isinstance(value, tuple) else value
-    config.setdefault("reranking", bool(config.get("rerank", False)))
-    return config
+    """What produced a run's figures: the embedder, the chunk sizes, the search settings, and the
+    fusion module's constants (its weights and RRF k, whatever it names) and reranking."""
+    fused = {
+        name.lower(): value
+        for name, value in vars(fusion).items()
+        if name.isupper() and isinstance(value, str | int | float | bool)
+    }
+    return {
+        "embedder": embedder,
+        "embeddings_backend": settings.EMBEDDINGS_BACKEND,
+        "chunk_target_tokens": settings.CHUNK_TARGET_TOKENS,
+        "chunk_max_tokens": settings.CHUNK_MAX_TOKENS,
+        "search_min_score": settings.SEARCH_MIN_SCORE,
+        "fusion": fused,
+        "reranking": any(name.startswith("rerank") and bool(value) for name, value in fused.items()),
+    }
 
 
 def answer_keys(tenant: Tenant, run: EvaluationRun, text: str, mode: str) -> list[set[str]]:

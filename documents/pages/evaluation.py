@@ -116,14 +116,15 @@ def _act(request: HttpRequest, tenant: Tenant, collection: Any) -> str | None:
             query_set_create(collection=collection, name=request.POST.get("name", ""))
             messages.success(request, _("Query set created."))
             return None
-        query_set = LabelledQuerySet.objects.filter(
-            collection=collection, pk=_uuid(request.POST.get("query_set", ""))
-        ).first()
+        set_id = _uuid(request.POST.get("query_set", ""))
+        query_set = (
+            LabelledQuerySet.objects.filter(collection=collection, pk=set_id).first() if set_id else None
+        )
         if query_set is None:
             raise Http404
         if action == "import":
             upload = request.FILES.get("file")
-            if upload is None or upload.size > MAX_IMPORT_BYTES:
+            if upload is None or (upload.size or 0) > MAX_IMPORT_BYTES:
                 return _("Choose a JSON Lines file of at most 5 MB.")
             added = query_set_import(query_set=query_set, data=upload.read())
             messages.success(request, _("%(count)d queries imported.") % {"count": added})

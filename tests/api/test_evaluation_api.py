@@ -153,3 +153,37 @@ def test_the_command_runs_an_evaluation_and_prints_the_table(alice, tmp_path):
     with pytest.raises(CommandError, match="no workspace"):
         call_command("eval_search", "--tenant", "nobody", "--query-set", set_id)
     assert LabelledQuery.objects.count() == 1
+
+
+def test_a_gated_reindex_names_a_set_of_the_workspace(alice):
+    client, ids, collection = alice
+    set_id = client.post(f"/api/collections/{collection}/query-sets", {"name": "s"}, format="json").json()[
+        "id"
+    ]
+    empty = client.post("/api/reindex", {"embedder": "hashing:16", "query_set": set_id}, format="json")
+    assert empty.status_code == 400 and empty.json()["error"]["code"] == "empty_query_set"
+    client.generic(
+        "POST",
+        f"/api/query-sets/{set_id}/queries",
+        lines({"query": "fishing boat harbour", "relevant": [ids[0]]}),
+        content_type="application/x-ndjson",
+    )
+    unknown = client.post(
+        "/api/reindex",
+        {"embedder": "hashing:16", "query_set": "00000000-0000-0000-0000-000000000001"},
+        format="json",
+    )
+    assert unknown.status_code == 400 and unknown.json()["error"]["code"] == "unknown_query_set"
+    with pytest.raises(CommandError, match="No query set of that id"):
+        call_command("reindex", "--tenant", "acme", "--embedder", "hashing:16", "--query-set", "nope")
+    started = client.post(
+        "/api/reindex", {"embedder": "hashing:16", "query_set": set_id, "margin": 0.5}, format="json"
+    )
+    assert started.status_code == 202, started.content
+    gate = started.json()["evaluation"]
+    assert gate["query_set_id"] == set_id and gate["margin"] == 0.5 and gate["passed"] is None
+    job = run_until_idle(started.json()["job_id"])
+    after = client.get(f"/api/reindex/{job.pk}").json()["evaluation"]
+    assert after["before_run_id"] and after["after_run_id"] and after["passed"] in (True, False)
+    run = client.get(f"/api/evaluation-runs/{after['after_run_id']}").json()
+    assert run["reindex_job_id"] == str(job.pk) and run["embedder"] == "hashing-v1-16"

@@ -62,7 +62,7 @@ def test_a_worker_killed_mid_run_is_taken_over_and_the_run_resumes(processes: Pr
     processes.manage("qcluster", ["qcluster"], env)
     processes.manage("reaper", ["reap_jobs", "--interval", "0.5"], env)
     wait_for(lambda: results(run) >= 40, timeout=120, what="a few batches")
-    stage_run = StageRun.objects.get(job_id=run.job_id, stage="search", outcome=StageRun.Outcome.RUNNING)
+    stage_run = StageRun.objects.get(job=run.job, stage="search", outcome=StageRun.Outcome.RUNNING)
     os.kill(int(stage_run.worker_name.rsplit(":", 1)[1]), signal.SIGKILL)
     saved = results(run)
     assert saved < 2 * QUERIES - 40, "the run was too fast to kill in the middle"

@@ -41,7 +41,7 @@ def jsonl(*items: dict) -> bytes:
 
 def start_finished_run(member: Member, url: str, set_id: str) -> EvaluationRun:
     assert member.client.post(url, {"action": "run", "query_set": set_id}).status_code == 303
-    run = EvaluationRun.objects.filter(query_set_id=set_id).first()
+    run = EvaluationRun.objects.filter(query_set__pk=set_id).first()
     assert run is not None and run.job_id is not None
     assert run_until_idle(run.job_id).status == Status.READY
     return EvaluationRun.objects.get(pk=run.pk)
@@ -116,6 +116,21 @@ def test_search_buttons_record_candidates_that_the_admin_confirms(alice: Member)
     query = LabelledQuery.objects.get()
     assert query.text == "fishing boat" and query.labels == {f"document:{harbour}": 1}
     assert admin.get("/admin/documents/labelledqueryset/").status_code == 200
+    add = "/admin/documents/labelledquery/add/"
+    bad = admin.post(add, {"query_set": query.query_set_id, "text": "q", "labels": '{"doc:1": 1}'})
+    assert (
+        bad.status_code == 200
+        and "neither document:&lt;uuid&gt; nor chunk:&lt;id&gt;" in bad.content.decode()
+    )
+    worse = admin.post(
+        add, {"query_set": query.query_set_id, "text": "q", "labels": f'{{"document:{harbour}": 11}}'}
+    )
+    assert "a grade must be a whole number from 0 to 10" in worse.content.decode()
+    assert LabelledQuery.objects.count() == 1
+    good = admin.post(
+        add, {"query_set": query.query_set_id, "text": "q", "labels": f'{{"document:{harbour}": 2}}'}
+    )
+    assert good.status_code == 302 and LabelledQuery.objects.count() == 2
     assert admin.get(f"/admin/documents/labelledqueryset/{query.query_set_id}/change/").status_code == 200
 
     run_url = f"/collections/{default_collection(alice.tenant).pk}/evaluation"
