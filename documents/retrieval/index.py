@@ -37,6 +37,10 @@ Vectors = npt.NDArray[np.float32]  # one unit vector per row
 class SearchIndex(Protocol):
     """What every backend of the index does."""
 
+    # The largest scope (entries one search ranks by meaning) this backend serves within its
+    # documented latency (docs/deployment.md); None: no limit of its own short of the machine.
+    scope_limit: int | None
+
     def prepare(self, embedder: str, dimension: int) -> None:
         """Make the structures ``embedder``'s vectors need (outside any fenced write)."""
 
@@ -106,6 +110,8 @@ class _VectorsInRows:
 class SQLiteIndex(_VectorsInRows):
     """FTS5 and sqlite-vec (loaded into every connection by ``documents.retrieval.sqlite_vec``)."""
 
+    scope_limit: int | None = None
+
     def lexical(self, scope: Scope, tokens: list[str], limit: int) -> Ranked:
         if not tokens or limit <= 0:
             return []
@@ -145,6 +151,8 @@ class PostgresIndex(_VectorsInRows):
     """PostgreSQL without the ``vector`` extension (e.g. Debian's own server): the vector as
     bytes in its row, with its sign bits beside it (a generated column, ``codes.SIGN_BITS``)."""
 
+    scope_limit: int | None = codes.SIGN_SCOPE_LIMIT
+
     def lexical(self, scope: Scope, tokens: list[str], limit: int) -> Ranked:
         if not tokens or limit <= 0:
             return []
@@ -159,12 +167,11 @@ class PostgresIndex(_VectorsInRows):
         vector = np.ascontiguousarray(vector, dtype=np.float32)
         where, params = backends.scope_sql(scope)
         documents = backends.documents_sql(scope)
-        if documents is None:  # the indexing stage's probe: the one version's vectors
-            source = (
-                "FROM documents_chunkvector v WHERE v.version_id = %s",
-                [backends.uuid_value(scope.version_id)],
-            )
+        if scope.version_id is not None:  # the indexing stage's probe: the one version's vectors
+            version = backends.uuid_value(scope.version_id)
+            source = ("FROM documents_chunkvector v WHERE v.version_id = %s", [version])
         else:
+            assert documents is not None
             source = (f"{codes.PUBLISHED} WHERE {documents[0]}", documents[1])
         with transaction.atomic(), connection.cursor() as cursor:
             return codes.nearest_by_sign(
@@ -177,6 +184,8 @@ class PostgresIndex(_VectorsInRows):
 
 class PgvectorIndex(PostgresIndex):
     """PostgreSQL with pgvector: the vector is kept once, in its own column."""
+
+    scope_limit: int | None = None
 
     def prepare(self, embedder: str, dimension: int) -> None:
         pgvector.ensure_index(connection, embedder, dimension)

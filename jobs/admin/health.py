@@ -20,7 +20,7 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from jobs.admin.chart import throughput_svg
 from jobs.admin.display import human_duration, since
-from jobs.admin.registry import tenant_link
+from jobs.admin.registry import health_notes, tenant_link
 from jobs.health import Health, TenantLoad, snapshot
 from jobs.models import Status
 
@@ -163,6 +163,7 @@ def health_context(health: Health) -> dict[str, Any]:
             for w in health.workers
         ],
         "chart": throughput_svg(health.throughput),
+        "notes": health_notes(),
     }
 
 

@@ -107,3 +107,24 @@ def tenant_link(tenant: str) -> str:
     except Exception:  # a broken link must not take the health page down with it
         log.exception("tenant link for %s failed", tenant)
         return ""
+
+
+# Notes an app adds at the top of the health page (e.g. a configuration that no longer fits the
+# data): ``notes()`` returns short sentences for operators, nothing when all is well.
+HealthNotes = Callable[[], list[str]]
+_notes: dict[str, HealthNotes] = {}
+
+
+def register_health_notes(name: str, notes: HealthNotes) -> None:
+    """Show ``notes()``'s sentences on the health page (registering ``name`` again replaces it)."""
+    _notes[name] = notes
+
+
+def health_notes() -> list[str]:
+    found: list[str] = []
+    for name, notes in list(_notes.items()):
+        try:
+            found.extend(notes())
+        except Exception:  # a broken note must not take the health page down with it
+            log.exception("health notes %s failed", name)
+    return found
