@@ -23,6 +23,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
+from documents.checks import scope_advice
 from documents.kinds import INGEST as KIND
 from documents.kinds import REINDEX as REINDEX_KIND
 from documents.models import (
@@ -45,6 +46,7 @@ from documents.services.attributes import (
 from documents.texts import localize
 from jobs.admin.registry import (
     RetryVariant,
+    register_health_notes,
     register_retry_variant,
     register_subject_labels,
     register_subject_links,
@@ -114,6 +116,8 @@ def reindex_subject_labels(jobs: list[Job]) -> dict[Any, tuple[str, str]]:
 
 register_subject_links(REINDEX_KIND, reindex_subject_links)
 register_subject_labels(REINDEX_KIND, reindex_subject_labels)
+# Tenants past the scope size this database's meaning search is measured for (documents.checks).
+register_health_notes("documents.search_scale", scope_advice)
 register_tenant_link(lambda slug: f"{reverse('admin:documents_tenant_changelist')}?{urlencode({'q': slug})}")
 register_retry_variant(
     RetryVariant(
