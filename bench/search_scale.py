@@ -274,7 +274,7 @@ def copy_rows(
                     )
                 )
             rows = np.zeros(len(part), dtype=row_type)
-            rows["fields"] = 6
+            rows["fields"] = 6 if in_pgvector else 5
             rows["l_version"], rows["version"] = 16, version_ids[doc_of]
             rows["l_ordinal"], rows["ordinal"] = 4, part % CHUNKS_PER_DOC
             rows["l_batch"], rows["batch"] = 4, 0

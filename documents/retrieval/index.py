@@ -161,7 +161,7 @@ class PostgresIndex(_VectorsInRows):
     def dense(self, scope: Scope, vector: Vectors, limit: int, *, tokens: list[str]) -> Ranked:
         """Every vector of the scope ranked by its sign bits in the database, the nearest few
         hundred by their full vectors (``codes.nearest_by_sign``): meaning is found whether or not
-        the query shares a word with it, and a tenant's vectors are never all read."""
+        the query shares a word with it, and no more than the shortlist leaves the database."""
         if limit <= 0 or not vector.any():
             return []
         vector = np.ascontiguousarray(vector, dtype=np.float32)
