@@ -6,7 +6,13 @@ import importlib.util
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
+from django.db import DatabaseError, connection
+from django.db.models import Sum
+from django.db.models.functions import Coalesce
+
+from documents.models import Document
+from documents.retrieval.index import search_index
 
 import documents.sandbox.checks  # noqa: F401  (the sandbox's walls)
 
@@ -52,3 +58,55 @@ def check_embedding_dimension(app_configs: Any = None, **kwargs: Any) -> list[Ch
         for name, width in widths.items()
         if width > limit
     ]
+
+
+# --- search: PostgreSQL without pgvector past the scope size it is measured for ----------------
+
+SHOWN = 5
+
+
+def oversized_tenants() -> tuple[int, list[tuple[str, int]]] | None:
+    """(the active index's scope limit, [(tenant slug, searchable chunks)] of the tenants past
+    it, largest first, at most ``SHOWN``); None when the index has no such limit. Chunks are
+    summed from the documents' published versions (counted by the publish): a read of the
+    documents, not of the index."""
+    index = search_index()
+    if index.scope_limit is None:
+        return None
+    rows = (
+        Document.objects.filter(published_version__isnull=False)
+        .values("tenant__slug")
+        .annotate(chunks=Sum(Coalesce("published_version__entries", 0)))
+        .filter(chunks__gt=index.scope_limit)
+        .order_by("-chunks", "tenant__slug")[:SHOWN]
+    )
+    return index.scope_limit, [(row["tenant__slug"], int(row["chunks"])) for row in rows]
+
+
+def scope_advice() -> list[str]:
+    """A sentence per tenant whose search has outgrown the database's meaning search."""
+    found = oversized_tenants()
+    if found is None:
+        return []
+    limit, tenants = found
+    return [
+        f"Tenant {slug!r} has {chunks:,} searchable chunks: PostgreSQL without pgvector ranks "
+        f"meaning over all of them by binary codes, measured up to {limit:,} chunks a search; "
+        "past that its searches slow down in proportion. Use PostgreSQL with the pgvector "
+        "extension for a tenant this size (docs/deployment.md)."
+        for slug, chunks in tenants
+    ]
+
+
+@register("health")
+def check_search_scale(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warn when a tenant's searchable chunks exceed what this database's meaning search is
+    measured for (PostgreSQL without pgvector). One short query on the documents; a database
+    that is unreachable or not migrated yet is not this check's concern."""
+    if connection.vendor != "postgresql":
+        return []
+    try:
+        advice = scope_advice()
+    except (DatabaseError, RuntimeError):  # RuntimeError: a test that allows no database
+        return []
+    return [Warning(message, id="documents.W001") for message in advice]

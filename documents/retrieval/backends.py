@@ -14,8 +14,9 @@ afterwards, and neither reads more than its candidates' ids and scores into Pyth
   lets very common words select no candidates of their own.
 - Dense: SQLite computes the distance in the query with sqlite-vec (exact, in C, over the
   scope's rows only). PostgreSQL with pgvector: see ``documents.retrieval.pgvector``. PostgreSQL
-  without pgvector: the lexical candidates (up to ``FALLBACK_CANDIDATES``) re-ranked by their
-  vectors, fetched by id; a tenant's vectors are never all read.
+  without pgvector: every vector of the scope by its sign bits (Hamming distance in the query),
+  the nearest few hundred by their full vectors (``documents.retrieval.codes``); a tenant's
+  vectors are never all read.
 """
 
 # long-module: the two rankings of each backend and the scope SQL they share must be read together
@@ -30,15 +31,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 from django.db import connection
 
 from documents.retrieval.schema import FTS, TSV
 from documents.retrieval.text import tsquery
 
 LEXICAL_CANDIDATES = 200
-FALLBACK_CANDIDATES = 1000
 
 Ranked = list[tuple[int, float]]  # (index entry id, component score), best first
 
@@ -53,7 +51,7 @@ class Scope:
     where: Sequence[tuple[str, Sequence[Any]]] = field(default_factory=tuple)
 
 
-def _uuid(value: uuid.UUID) -> Any:
+def uuid_value(value: uuid.UUID) -> Any:
     # As the backend stores UUIDs (char(32) on SQLite, uuid on PostgreSQL).
     from documents.models import Document
 
@@ -69,7 +67,7 @@ def scope_sql(scope: Scope, tenant: str = "e.tenant_id") -> tuple[str, list[Any]
     params: list[Any] = [scope.tenant_id]
     if scope.version_id is not None:
         sql += " AND e.version_id = %s"
-        params.append(_uuid(scope.version_id))
+        params.append(uuid_value(scope.version_id))
     else:
         # Visibility is the publish commit: only the version the document points at is a hit.
         sql += " AND e.version_id = d.published_version_id"
@@ -85,11 +83,11 @@ def _document_conditions(scope: Scope, document_id: str) -> tuple[str, list[Any]
     if scope.document_ids is not None:
         ids = list(scope.document_ids) or [uuid.UUID(int=0)]
         sql += f" AND {document_id} IN ({', '.join(['%s'] * len(ids))})"
-        params.extend(_uuid(i) for i in ids)
+        params.extend(uuid_value(i) for i in ids)
     if scope.collection_ids is not None:
         ids = list(scope.collection_ids) or [uuid.UUID(int=0)]
         sql += f" AND d.collection_id IN ({', '.join(['%s'] * len(ids))})"
-        params.extend(_uuid(i) for i in ids)
+        params.extend(uuid_value(i) for i in ids)
     for fragment, fragment_params in scope.where:
         sql += f" AND ({fragment})"
         params.extend(fragment_params)
@@ -247,27 +245,6 @@ def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
         args = [terms, weights, *params, " | ".join(selective), SCAN_CAP, limit]
     rows = fetch(sql, args)
     return [(int(i), float(s)) for i, s in rows]
-
-
-def rerank_by_vectors(
-    scope: Scope, vector: npt.NDArray[np.float32], candidates: Ranked, limit: int
-) -> Ranked:
-    """The PostgreSQL fallback without pgvector: ``candidates`` ordered by cosine similarity,
-    reading only their vectors."""
-    if not candidates:
-        return []
-    ids = [i for i, _ in candidates]
-    sql = (
-        "SELECT e.id, v.vector FROM documents_indexentry e JOIN documents_chunkvector v "
-        "ON v.version_id = e.version_id AND v.ordinal = e.ordinal WHERE e.id = ANY(%s) AND v.embedder = %s"
-    )
-    rows = fetch(sql, [ids, scope.embedder])
-    if not rows:
-        return []
-    matrix = np.frombuffer(b"".join(bytes(v) for _, v in rows), dtype=np.float32).reshape(len(rows), -1)
-    scores = matrix @ vector
-    order = np.argsort(-scores, kind="stable")[:limit]
-    return [(int(rows[i][0]), float(scores[i])) for i in order]
 
 
 def fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:

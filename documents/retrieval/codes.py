@@ -1,16 +1,33 @@
-"""Binary codes of the pgvector column: a filtered scope ranked by every one of its vectors.
+"""Binary codes of the vectors: a scope ranked by every one of its vectors, inside PostgreSQL.
 
-Each vector's sign bits (pgvector's ``binary_quantize``: 1 bit a dimension, 48 bytes at 384) are
-kept by PostgreSQL itself as a generated column beside the vector, so they are never out of step
-with it, and a B-tree holds them per version, so a scope's codes are read from the index alone,
-not from the table. ``documents.retrieval.pgvector.nearest`` ranks a selective filter's scope
-this way (Hamming distance over all of them, then the nearest few hundred by their full
-vectors) instead of walking a graph over every vector of the embedder past them.
+Two kinds of code, one per PostgreSQL backend of the index (SQLite ranks exactly, with no codes):
+
+- Without pgvector (:func:`nearest_by_sign`): each ``ChunkVector.vector`` (float32 bytes) gets
+  its sign bits as a generated ``varbit`` column, ``SIGN_BITS`` (1 bit a dimension, 48 bytes at
+  384), computed by PostgreSQL itself from the bytes with built-in string functions, so the codes
+  are written with every new vector (the embedding stage, dedup's copies, ``COPY``) and filled for
+  existing rows by the migration that adds the column; they are never out of step. A B-tree holds
+  them per version. A search reads every code of its scope from that index (the scope's
+  conditions in the same query), takes the ``SIGN_RERANK`` nearest by Hamming distance
+  (``bit_count(a # b)``, PostgreSQL 14+), and orders those few hundred again by their full
+  vectors: only they leave the database. Cost grows with the scope, linearly: past
+  ``SIGN_SCOPE_LIMIT`` entries pgvector is the better tool (``documents.checks`` and the admin's
+  health page say so; docs/deployment.md has the measured figures).
+- With pgvector: each vector's sign bits (pgvector's ``binary_quantize``: 1 bit a dimension,
+  48 bytes at 384) are kept by PostgreSQL itself as a generated column beside the vector, so
+  they are never out of step with it, and a B-tree holds them per version, so a scope's codes
+  are read from the index alone, not from the table. ``documents.retrieval.pgvector.nearest``
+  ranks a selective filter's scope this way (Hamming distance over all of them, then the nearest
+  few hundred by their full vectors) instead of walking a graph over every vector of the
+  embedder past them.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 BITS = "embedding_bits"
 BITS_INDEX = "documents_chunkvector_bits"
@@ -94,3 +111,97 @@ def nearest(
         [embedder, *documents[1], query, rerank, query, embedder, *params, limit],
     )
     return list(cursor.fetchall())
+
+
+# --- PostgreSQL without pgvector: sign bits of the vector bytes ------------------------------------
+
+SIGN_BITS = "vector_bits"
+SIGN_BITS_INDEX = "documents_chunkvector_vector_bits"
+# The sign bit of each little-endian float32 is the high bit of its 4th byte: in the bytes' hex
+# form, the 7th of each 8 characters is 8-f when it is set. Immutable built-ins only (a generated
+# column's condition), each done in C over the whole value: no loop per dimension.
+SIGN_BITS_SQL = (
+    "translate(regexp_replace(encode(vector, 'hex'), '......(.).', '\\1', 'g'), "
+    "'0123456789abcdef', '0000000011111111')::varbit"
+)
+# Codes ordered again by their full vectors: at least this many, or this many times the wanted
+# rows (on the benchmark's synthetic 384-d vectors, see bench/README.md).
+SIGN_RERANK = 400
+SIGN_RERANK_FACTOR = 8
+# The largest scope (entries in one search) this ranks within its documented latency
+# (docs/deployment.md, "PostgreSQL without pgvector"); larger scopes are still ranked in full,
+# more slowly (linear in the scope), and the checks recommend pgvector.
+SIGN_SCOPE_LIMIT = 100_000
+
+
+def add_sign_bits(connection: Any) -> None:
+    """The sign codes of ``ChunkVector.vector`` and their index (PostgreSQL; idempotent). Adding
+    the generated column rewrites the table once, computing every existing row's code."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"ALTER TABLE documents_chunkvector ADD COLUMN IF NOT EXISTS {SIGN_BITS} varbit "
+            f"GENERATED ALWAYS AS ({SIGN_BITS_SQL}) STORED"
+        )
+        cursor.execute(
+            f"CREATE INDEX IF NOT EXISTS {SIGN_BITS_INDEX} ON documents_chunkvector "
+            f"(version_id, embedder) INCLUDE (ordinal, {SIGN_BITS})"
+        )
+
+
+def drop_sign_bits(connection: Any) -> None:
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX IF EXISTS {SIGN_BITS_INDEX}")
+        cursor.execute(f"ALTER TABLE documents_chunkvector DROP COLUMN IF EXISTS {SIGN_BITS}")
+
+
+def sign_bits(vector: npt.NDArray[np.float32]) -> str:
+    """The code ``SIGN_BITS_SQL`` computes for ``vector``, as ``varbit`` text ('0101...')."""
+    return "".join("1" if negative else "0" for negative in np.signbit(vector).tolist())
+
+
+def nearest_by_sign(
+    cursor: Any,
+    source: tuple[str, list[Any]],
+    embedder: str,
+    vector: npt.NDArray[np.float32],
+    entries: tuple[str, str, list[Any]],
+    limit: int,
+) -> list[tuple[int, float]]:
+    """(entry id, cosine similarity) of the ``limit`` entries nearest to ``vector``, best first.
+
+    ``source`` is the FROM and WHERE that yield the scope's vectors ``v`` (its documents' published
+    versions, or the probe's one version) with their parameters; ``entries`` is the join and the
+    WHERE over entry ``e`` and its document ``d`` (``backends.scope_sql``), applied in the same
+    query to the shortlisted rows. Every code in ``source`` is compared in the database; only the
+    shortlist's vectors are read, and ordered here by their exact similarity."""
+    rerank = max(SIGN_RERANK, SIGN_RERANK_FACTOR * int(limit))
+    dimension = int(vector.shape[0])
+    join, where, params = entries
+    # Comparing every code is CPU work that splits across cores: as in ``nearest`` below, one
+    # parallel worker beside the leader when the planner finds the scope large enough.
+    cursor.execute(
+        "SELECT set_config('parallel_setup_cost', '10', true), "
+        "set_config('parallel_tuple_cost', '0.001', true), "
+        "set_config('max_parallel_workers_per_gather', '1', true)"
+    )
+    # bit_length: a code of another length (a vector of another dimension) cannot be XORed.
+    cursor.execute(
+        f"WITH near AS MATERIALIZED (SELECT v.version_id, v.ordinal {source[0]} AND v.embedder = %s "
+        f"AND bit_length(v.{SIGN_BITS}) = %s ORDER BY bit_count(v.{SIGN_BITS} # %s::varbit) LIMIT %s) "
+        "SELECT e.id, v.vector FROM near n JOIN documents_chunkvector v "
+        "ON v.version_id = n.version_id AND v.ordinal = n.ordinal AND v.embedder = %s "
+        f"JOIN documents_indexentry e ON e.version_id = n.version_id AND e.ordinal = n.ordinal {join} "
+        f"WHERE {where}",
+        [*source[1], embedder, dimension, sign_bits(vector), rerank, embedder, *params],
+    )
+    rows = cursor.fetchall()
+    if not rows:
+        return []
+    matrix = np.frombuffer(b"".join(bytes(v) for _, v in rows), dtype=np.float32).reshape(len(rows), -1)
+    scores = matrix @ vector
+    order = np.argsort(-scores, kind="stable")[: int(limit)]
+    return [(int(rows[i][0]), float(scores[i])) for i in order]

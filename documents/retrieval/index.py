@@ -4,8 +4,9 @@ Three implementations, chosen per connection by :func:`search_index`:
 
 - :class:`SQLiteIndex`: FTS5 ``bm25()`` for words, sqlite-vec's exact distances for meaning;
 - :class:`PostgresIndex`: PostgreSQL full text (``tsvector``, ``ts_rank_cd`` weighted by BM25
-  idf); without the ``vector`` extension meaning re-ranks the full-text candidates by their
-  vectors;
+  idf); without the ``vector`` extension meaning ranks every vector of the scope by its binary
+  code (sign bits, Hamming distance) in the database, then the nearest by their full vectors
+  (``documents.retrieval.codes``);
 - :class:`PgvectorIndex`: the same full text, and meaning through pgvector (an HNSW graph per
   embedder, binary codes for selective scopes; ``documents.retrieval.pgvector``).
 
@@ -22,9 +23,9 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from django.db import connection
+from django.db import connection, transaction
 
-from documents.retrieval import backends, pgvector
+from documents.retrieval import backends, codes, pgvector
 from documents.retrieval.backends import JOIN_DOCUMENT, Ranked, Scope
 from documents.retrieval.schema import FTS
 from documents.retrieval.text import fts5_query
@@ -35,6 +36,10 @@ Vectors = npt.NDArray[np.float32]  # one unit vector per row
 
 class SearchIndex(Protocol):
     """What every backend of the index does."""
+
+    # The largest scope (entries one search ranks by meaning) this backend serves within its
+    # documented latency (docs/deployment.md); None: no limit of its own short of the machine.
+    scope_limit: int | None
 
     def prepare(self, embedder: str, dimension: int) -> None:
         """Make the structures ``embedder``'s vectors need (outside any fenced write)."""
@@ -105,6 +110,8 @@ class _VectorsInRows:
 class SQLiteIndex(_VectorsInRows):
     """FTS5 and sqlite-vec (loaded into every connection by ``documents.retrieval.sqlite_vec``)."""
 
+    scope_limit: int | None = None
+
     def lexical(self, scope: Scope, tokens: list[str], limit: int) -> Ranked:
         if not tokens or limit <= 0:
             return []
@@ -141,7 +148,10 @@ class SQLiteIndex(_VectorsInRows):
 
 
 class PostgresIndex(_VectorsInRows):
-    """PostgreSQL without the ``vector`` extension (e.g. Debian's own server)."""
+    """PostgreSQL without the ``vector`` extension (e.g. Debian's own server): the vector as
+    bytes in its row, with its sign bits beside it (a generated column, ``codes.SIGN_BITS``)."""
+
+    scope_limit: int | None = codes.SIGN_SCOPE_LIMIT
 
     def lexical(self, scope: Scope, tokens: list[str], limit: int) -> Ranked:
         if not tokens or limit <= 0:
@@ -149,13 +159,24 @@ class PostgresIndex(_VectorsInRows):
         return backends.postgres_lexical(scope, tokens, limit)
 
     def dense(self, scope: Scope, vector: Vectors, limit: int, *, tokens: list[str]) -> Ranked:
-        """The full-text candidates re-ranked by their vectors, fetched by id: a tenant's vectors
-        are never all read."""
+        """Every vector of the scope ranked by its sign bits in the database, the nearest few
+        hundred by their full vectors (``codes.nearest_by_sign``): meaning is found whether or not
+        the query shares a word with it, and no more than the shortlist leaves the database."""
         if limit <= 0 or not vector.any():
             return []
         vector = np.ascontiguousarray(vector, dtype=np.float32)
-        candidates = self.lexical(scope, tokens, backends.FALLBACK_CANDIDATES)
-        return backends.rerank_by_vectors(scope, vector, candidates, limit)
+        where, params = backends.scope_sql(scope)
+        documents = backends.documents_sql(scope)
+        if scope.version_id is not None:  # the indexing stage's probe: the one version's vectors
+            version = backends.uuid_value(scope.version_id)
+            source = ("FROM documents_chunkvector v WHERE v.version_id = %s", [version])
+        else:
+            assert documents is not None
+            source = (f"{codes.PUBLISHED} WHERE {documents[0]}", documents[1])
+        with transaction.atomic(), connection.cursor() as cursor:
+            return codes.nearest_by_sign(
+                cursor, source, scope.embedder, vector, (JOIN_DOCUMENT, where, params), limit
+            )
 
     def build(self) -> list[str]:
         return ["Nothing to build: this database does not rank vectors with pgvector."]
@@ -163,6 +184,8 @@ class PostgresIndex(_VectorsInRows):
 
 class PgvectorIndex(PostgresIndex):
     """PostgreSQL with pgvector: the vector is kept once, in its own column."""
+
+    scope_limit: int | None = None
 
     def prepare(self, embedder: str, dimension: int) -> None:
         pgvector.ensure_index(connection, embedder, dimension)
@@ -212,6 +235,15 @@ class PgvectorIndex(PostgresIndex):
     def build(self) -> list[str]:
         done = pgvector.build_indexes(connection)
         return done or ["No vectors stored yet: the first embedding builds its index."]
+
+
+def add_codes(connection: Any) -> None:
+    """The schema of the codes PostgreSQL without pgvector ranks by (a migration's step)."""
+    codes.add_sign_bits(connection)
+
+
+def drop_codes(connection: Any) -> None:
+    codes.drop_sign_bits(connection)
 
 
 def install(app: Any) -> None:

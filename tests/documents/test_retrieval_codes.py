@@ -1,0 +1,215 @@
+"""Meaning over the whole scope on every database: PostgreSQL without pgvector ranks every vector
+of the scope by its sign bits (Hamming distance, in the query) and the nearest by their full
+vectors, so a query sharing no word with its answer still finds it (it used to re-rank only the
+full-text candidates); tenant, collection and attribute conditions hold inside that query, not
+after its shortlist; and the codes are kept by the database for new rows and for existing ones.
+
+The ranking tests run on every backend (SQLite and pgvector rank exactly or by their own index,
+and must agree); the codes' own tests need PostgreSQL without pgvector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from documents.embedders import configured_embedder
+from documents.models import ChunkVector, Collection, Document, DocumentVersion, IndexEntry
+from documents.retrieval import backends, codes, pgvector
+from documents.retrieval.filters import parse_filter
+from documents.retrieval.index import search_index
+from documents.search import search
+from jobs.models import Status
+from tests.documents.helpers import make_tenant, run_until_idle, upload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+QUERY = "harbor boats weather report"
+
+
+@pytest.fixture(autouse=True)
+def media(settings, tmp_path: Path) -> None:
+    settings.MEDIA_ROOT = tmp_path / "media"
+
+
+def ingest(tenant: Any, text: str, filename: str) -> DocumentVersion:
+    result = upload(tenant, text.encode(), filename)
+    assert result.job is not None
+    assert run_until_idle(result.job.pk).status == Status.READY
+    return DocumentVersion.objects.get(pk=result.version.pk)
+
+
+def plain_postgres() -> bool:
+    return connection.vendor == "postgresql" and not pgvector.enabled(connection)
+
+
+@pytest.fixture
+def decoys(monkeypatch) -> SimpleNamespace:
+    """One chunk in scope, close to the query but not the closest; the query's own text (the
+    nearest possible) out of scope four ways: another tenant, another collection, another
+    attribute value, and the same tenant with no filter at all. The shortlist the codes keep
+    is cut to one row, so a condition applied after it would leave nothing."""
+    monkeypatch.setattr(codes, "SIGN_RERANK", 1)
+    monkeypatch.setattr(codes, "SIGN_RERANK_FACTOR", 1)
+    acme, other = make_tenant("acme"), make_tenant("other")
+    target = ingest(acme, "The harbor boats came back before the storm.", "target.txt")
+    other_collection = ingest(acme, QUERY, "elsewhere.txt")
+    other_dept = ingest(acme, QUERY, "other-dept.txt")
+    other_tenant = ingest(other, QUERY, "theirs.txt")
+    wanted = Collection.objects.create(tenant=acme, name="Wanted")
+    Document.objects.filter(pk__in=[target.document_id, other_dept.document_id]).update(collection=wanted)
+    Document.objects.filter(pk=target.document_id).update(attributes={"dept": "a"})
+    Document.objects.filter(pk=other_dept.document_id).update(attributes={"dept": "b"})
+    return SimpleNamespace(
+        acme=acme,
+        other=other,
+        wanted=wanted,
+        target=target,
+        other_collection=other_collection,
+        other_dept=other_dept,
+        other_tenant=other_tenant,
+    )
+
+
+def versions(hits: list[Any]) -> list[Any]:
+    return [h.version_id for h in hits]
+
+
+def test_collection_and_attribute_filters_hold_inside_the_dense_query(decoys):
+    dept_a = parse_filter({"type": "eq", "key": "dept", "value": "a"})
+    hits = search(decoys.acme, QUERY, k=1, mode="semantic", collection_ids=[decoys.wanted.pk], filters=dept_a)
+    assert versions(hits) == [decoys.target.pk]
+    hits = search(decoys.acme, QUERY, k=1, mode="semantic", document_ids=[decoys.target.document_id])
+    assert versions(hits) == [decoys.target.pk]
+    # The collection alone admits the other department's copy of the query: it is the nearest.
+    hits = search(decoys.acme, QUERY, k=1, mode="semantic", collection_ids=[decoys.wanted.pk])
+    assert versions(hits) == [decoys.other_dept.pk]
+
+
+def test_a_tenant_never_ranks_another_tenants_vectors(decoys):
+    theirs = search(decoys.other, QUERY, k=5, mode="semantic")
+    assert versions(theirs) == [decoys.other_tenant.pk]
+    ours = search(decoys.acme, QUERY, k=5, mode="semantic")
+    assert decoys.other_tenant.pk not in versions(ours)
+    assert set(versions(ours)) == {decoys.target.pk, decoys.other_collection.pk, decoys.other_dept.pk}
+
+
+def test_the_dense_ranking_needs_no_shared_word_and_reads_every_vector_of_the_scope():
+    """The dense list alone, with no query words at all: every entry of the scope is a candidate
+    (on PostgreSQL without pgvector it used to rank only the full-text candidates: none here)."""
+    tenant = make_tenant("acme")
+    stored = {
+        name: ingest(tenant, text, name)
+        for name, text in {
+            "harbor.txt": "Harbor staff report the boats and the northern weather every week.",
+            "orchard.txt": "Bees return along the old stone wall of the quiet orchard in spring.",
+            "archive.txt": "The city archive keeps a hundred years of maps and newspapers.",
+        }.items()
+    }
+    scope = backends.Scope(tenant_id=tenant.pk, embedder=configured_embedder().name)
+    for version in stored.values():
+        raw = ChunkVector.objects.filter(version=version).values_list("vector", flat=True).first()
+        if raw:
+            vector = np.frombuffer(bytes(raw), dtype=np.float32)
+        else:  # pgvector keeps it in its own column
+            vector = configured_embedder().embed([version.chunks.get().text])[0]
+        ranked = search_index().dense(scope, np.asarray(vector, dtype=np.float32), 3, tokens=[])
+        entry = IndexEntry.objects.get(version=version).pk
+        assert ranked[0][0] == entry and ranked[0][1] > 0.99
+        assert len(ranked) == 3
+
+
+@pytest.fixture
+def default_model(settings) -> Iterator[None]:
+    settings.EMBEDDINGS_BACKEND = "local"
+    configured_embedder.cache_clear()
+    try:
+        yield
+    finally:
+        configured_embedder.cache_clear()
+
+
+def test_a_query_sharing_no_word_with_its_answer_finds_it_by_meaning(default_model):
+    tenant = make_tenant("acme")
+    car = ingest(tenant, "Our car needs new tyres and an oil change before the long winter trip.", "car.txt")
+    ingest(tenant, "Bake the bread at two hundred degrees for forty minutes, then let it cool.", "bread.txt")
+    ingest(tenant, "The committee approved the annual budget after a short debate.", "budget.txt")
+    query = "automobile servicing"
+    assert not set(query.split()) & set(car.chunks.get().text.lower().split())
+    for mode in ("semantic", "hybrid"):
+        hits = search(tenant, query, k=3, mode=mode)
+        assert hits and hits[0].version_id == car.pk, mode
+
+
+# --- the codes themselves (PostgreSQL without pgvector) ------------------------------------------
+
+
+def stored_codes() -> list[tuple[bytes, str]]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT vector, {codes.SIGN_BITS}::text FROM documents_chunkvector ORDER BY id")
+        return [(bytes(v), c) for v, c in cursor.fetchall()]
+
+
+def assert_codes_match_vectors() -> int:
+    rows = stored_codes()
+    for vector, code in rows:
+        assert code == codes.sign_bits(np.frombuffer(vector, dtype=np.float32))
+    return len(rows)
+
+
+@pytest.mark.postgres
+def test_new_and_copied_vectors_get_their_codes_from_the_database():
+    if not plain_postgres():
+        pytest.skip("the sign codes are PostgreSQL's without pgvector")
+    tenant = make_tenant("acme")
+    first = ingest(tenant, "Harbor staff report the boats every week.\n\nThe budget is due.", "a.txt")
+    again = ingest(tenant, "Harbor staff report the boats every week.\n\nThe budget is due.", "b.txt")
+    assert (
+        ChunkVector.objects.filter(version=again).count() == ChunkVector.objects.filter(version=first).count()
+    )
+    assert assert_codes_match_vectors() == 2 * ChunkVector.objects.filter(version=first).count()
+    assert all(len(code) == configured_embedder().dimension for _, code in stored_codes())
+
+
+def migrate(target: list[tuple[str, str]]) -> None:
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(target)
+
+
+def codes_migration() -> tuple[tuple[str, str], tuple[str, str]]:
+    """(the migration that adds the codes, the one before it), found by name on disk."""
+    loader = MigrationExecutor(connection).loader
+    key = next(k for k in loader.disk_migrations if k[0] == "documents" and k[1].endswith("_vector_codes"))
+    [before] = [d for d in loader.disk_migrations[key].dependencies if d[0] == "documents"]
+    return key, before
+
+
+@pytest.mark.postgres
+def test_the_migration_fills_the_codes_of_vectors_written_before_it():
+    if not plain_postgres():
+        pytest.skip("the sign codes are PostgreSQL's without pgvector")
+    tenant = make_tenant("acme")
+    version = ingest(tenant, "Harbor staff report the boats every week.", "a.txt")
+    adds, before = codes_migration()
+    try:
+        migrate([before])
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT 1 FROM pg_attribute WHERE attrelid = 'documents_chunkvector'::regclass "
+                "AND attname = %s AND NOT attisdropped",
+                [codes.SIGN_BITS],
+            )
+            assert cursor.fetchone() is None
+    finally:
+        migrate([adds])
+    assert assert_codes_match_vectors() >= 1
+    hits = search(tenant, "boats harbor", k=1, mode="semantic")
+    assert versions(hits) == [version.pk]
