@@ -161,7 +161,8 @@ def child(args: argparse.Namespace) -> None:
         assert answer.status_code == 201, answer.content[:500]
         batch = answer.json()
         deadline = time.monotonic() + 3600
-        while batch["completed_at"] is None and time.monotonic() < deadline:
+        # Done when every file is finished (ready, failed or cancelled).
+        while _open(batch) and time.monotonic() < deadline:
             time.sleep(1)
             batch = client.get(f"/api/batches/{batch['batch_id']}").json()
         for item in batch["documents"]:
@@ -195,6 +196,11 @@ def child(args: argparse.Namespace) -> None:
             }
         )
     )
+
+
+def _open(batch: dict[str, Any]) -> int:
+    counts = batch["file_counts"]
+    return int(counts.get("queued", 0)) + int(counts.get("in_progress", 0))
 
 
 def run_child(label: str, corpus: Path, env: dict[str, str], tmp: Path) -> dict[str, Any] | None:
