@@ -101,7 +101,8 @@ def test_v1_hybrid_search_weights_override_the_store_and_the_threshold_is_the_fu
 
     text_only = search({"hybrid_search": {"embedding_weight": 0, "text_weight": 1}})
     assert text_only.status_code == 200, text_only.content
-    lexical = alice.client.get("/api/search", {"q": "tide coast", "mode": "lexical", "collections": collection})
+    params = {"q": "tide coast", "mode": "lexical", "collections": collection}
+    lexical = alice.client.get("/api/search", params)
     lexical_titles = [r["document_title"] for r in lexical.json()["results"]]
     data = text_only.json()["data"]
     # Text alone decides the order; the dense list's own finds follow at score 0.

