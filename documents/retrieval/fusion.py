@@ -33,7 +33,7 @@ RRF_K = 60
 # Letters and ideographs of scripts written without spaces (the ones an English-only model
 # turns into unknown pieces); the same ranges as the full-text side's CJK runs.
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]")
-_WORD_CHAR = re.compile(r"[^\W_]")
+_OTHER_WORD = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -64,11 +64,11 @@ class Fused:
 
 
 def cjk_share(query: str) -> float:
-    """The share of the query's letters, digits and ideographs that belong to CJK scripts."""
-    chars = _WORD_CHAR.findall(query)
-    if not chars:
-        return 0.0
-    return sum(1 for c in chars if _CJK.match(c)) / len(chars)
+    """The share of the query's units that are CJK: each ideograph or kana counts as one unit, as
+    does each word of other scripts ("LibreOffice Calc 辅助功能": 4 of 6)."""
+    cjk = len(_CJK.findall(query))
+    words = len(_OTHER_WORD.findall(_CJK.sub(" ", query)))
+    return cjk / (cjk + words) if cjk + words else 0.0
 
 
 def dense_confidence(
@@ -81,12 +81,14 @@ def dense_confidence(
 ) -> float:
     """How far the dense list can be trusted for ``query`` (0-1).
 
-    The script: an embedder that does not read CJK scripts gets the share of the query it can
-    read (nothing for a Chinese query). The scores: the best neighbour's cosine ``top_similarity``
-    scaled from the model's noise level (``floor``, 0) to the cosine it means a real match at
-    (``confident``, 1); no neighbour above the floor, no confidence.
+    The script: an embedder that does not read CJK scripts gets nothing for a query that is half
+    CJK or more, and less the more CJK it holds below that (a Chinese query naming a product in
+    Latin letters is still a Chinese query: the pages it should find are Chinese too). The
+    scores: the best neighbour's cosine ``top_similarity`` scaled from the model's noise level
+    (``floor``, 0) to the cosine it means a real match at (``confident``, 1); no neighbour above
+    the floor, no confidence.
     """
-    readable = 1.0 if reads_cjk else 1.0 - cjk_share(query)
+    readable = 1.0 if reads_cjk else max(0.0, 1.0 - 2.0 * cjk_share(query))
     if top_similarity is None or readable <= 0.0:
         return 0.0
     if confident <= floor:

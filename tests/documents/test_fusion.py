@@ -38,7 +38,8 @@ def test_with_full_confidence_both_lists_count_as_before():
         ("how to set the paper size", None, False, 0.0),  # nothing above the floor
         ("打印机的纸张大小", 0.9, False, 0.0),  # a script the model does not read
         ("打印机的纸张大小", 0.9, True, 1.0),  # a multilingual model does
-        ("printer 纸张", 0.9, False, 7 / 9),  # the share of the query it can read
+        ("快捷键 (LibreOffice Calc 辅助功能)", 0.9, False, 0.0),  # Chinese, naming a product
+        ("printer paper size in 纸张", 0.9, False, 1 - 2 * 2 / 6),  # mostly English
     ],
 )
 def test_dense_confidence(query, top, reads_cjk, expected):
@@ -46,8 +47,9 @@ def test_dense_confidence(query, top, reads_cjk, expected):
     assert found == pytest.approx(expected)
 
 
-def test_cjk_share_counts_letters_and_ideographs_only():
-    assert cjk_share("纸张 size!") == pytest.approx(2 / 6)
+def test_cjk_share_counts_ideographs_and_other_words_as_units():
+    assert cjk_share("纸张 size!") == pytest.approx(2 / 3)
+    assert cjk_share("LibreOffice Calc 辅助功能") == pytest.approx(4 / 6)
     assert cjk_share("  ?? ") == 0.0
 
 
