@@ -432,9 +432,46 @@ class CollectionAdmin(ReadOnlyAdmin):
     list_filter = ("tenant", "is_default")
     list_select_related = ("tenant",)
     search_fields = ("=id", "name", "tenant__slug")
-    fields = ("name", "description", "metadata", "id", "tenant", "is_default", "created_at")
-    readonly_fields = fields
+    fields = (
+        "name",
+        "description",
+        "metadata",
+        "id",
+        "tenant",
+        "is_default",
+        "created_at",
+        "text_weight",
+        "embedding_weight",
+    )
+    # Hybrid search's weights are what an operator tunes here; the rest is the services'.
+    readonly_fields = fields[:-2]
     actions = ("delete_collections",)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.has_perm("documents.change_collection"))
+
+    def save_model(self, request: HttpRequest, obj: Collection, form: Any, change: bool) -> None:
+        from documents.services.collections import CollectionInputError, collection_update
+
+        stored = Collection.objects.get(pk=obj.pk)
+        try:
+            collection_update(
+                collection=stored, text_weight=obj.text_weight, embedding_weight=obj.embedding_weight
+            )
+        except CollectionInputError as exc:  # the form's clean() refused it first; kept as a guard
+            self.message_user(request, str(exc.message), level=messages.ERROR)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+
+        class WeightsForm(form):  # type: ignore[valid-type,misc]
+            def clean(self) -> Any:
+                data = super().clean()
+                if data.get("text_weight") == 0 and data.get("embedding_weight") == 0:
+                    raise ValidationError("At least one of the two weights must be above 0.")
+                return data
+
+        return WeightsForm
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Collection]:
         live = Count("documents", filter=Q(documents__deleted_at=None))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -79,6 +80,21 @@ class Collection(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     is_default = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
+    # Hybrid search's weights of the full-text and the dense list (0-1, not both 0; the /v1
+    # ``ranking_options.hybrid_search`` weights override them per request). See
+    # documents/retrieval/fusion.py.
+    text_weight = models.FloatField(
+        _("text weight"),
+        default=1.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text=_("How much full-text matches count in hybrid search (0-1)."),
+    )
+    embedding_weight = models.FloatField(
+        _("embedding weight"),
+        default=1.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text=_("How much matches by meaning count in hybrid search (0-1)."),
+    )
 
     class Meta:
         verbose_name = _("collection")

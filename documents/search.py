@@ -1,11 +1,15 @@
 """Hybrid search over a tenant's published versions: full-text and dense rankings, fused.
 
 ``mode`` picks the lists: ``lexical`` (BM25-class full text), ``semantic`` (the tenant's active
-embedder's cosine similarity) or ``hybrid`` (both, fused by reciprocal rank fusion; the default).
-Each hit carries the fused score, normalised to 0-1 (``documents.retrieval.fusion``), and the
-rank and score it had in each list. No similarity cut can hide a full-text match: the only floor
-(the embedder's ``similarity_floor``, or ``SEARCH_MIN_SCORE`` when set) drops dense candidates
-that share nothing with the query (a cosine at the model's noise level), never a lexical one.
+embedder's cosine similarity) or ``hybrid`` (both, fused by weighted reciprocal rank fusion; the
+default). The weights are the collection's (``text_weight``, ``embedding_weight``) or the
+caller's; the dense list's weight is further scaled, per query, by how far it can be trusted
+(``documents.retrieval.fusion.dense_confidence``: whether the embedder reads the query's script,
+how far its best neighbour stands above the model's noise level). Each hit carries the fused
+score, normalised to 0-1 so one threshold means the same in every query, and the rank and score
+it had in each list. No similarity cut can hide a full-text match: the only floor (the
+embedder's ``similarity_floor``, or ``SEARCH_MIN_SCORE`` when set) drops dense candidates that
+share nothing with the query (a cosine at the model's noise level), never a lexical one.
 
 Where the rankings run (SQLite FTS5 + sqlite-vec, PostgreSQL full text + pgvector or its
 fallback) is ``documents.retrieval.backends``.
@@ -26,10 +30,11 @@ from django.conf import settings
 from django.db import connection
 
 from documents.embedders import embedder_for, tenant_embedder_name
-from documents.models import IndexEntry, Tenant
+from documents.embedders.base import embed_queries
+from documents.models import Collection, IndexEntry, Tenant
 from documents.retrieval import backends
 from documents.retrieval.filters import Filter, filter_sql
-from documents.retrieval.fusion import fuse
+from documents.retrieval.fusion import Weights, dense_confidence, fuse
 from documents.retrieval.index import search_index
 from documents.retrieval.text import highlight_spans, highlight_terms, query_tokens
 from jobs.errors import StageFailure
@@ -72,6 +77,8 @@ def search(
     filters: Filter | None = None,
     where: Sequence[tuple[str, Sequence[Any]]] = (),
     embedder_name: str = "",
+    weights: Weights | None = None,
+    min_score: float = 0.0,
 ) -> list[SearchHit]:
     """The ``k`` best chunks for ``query`` in ``tenant``'s published versions.
 
@@ -83,6 +90,9 @@ def search(
     conditions over the document row (alias ``d``). All of them run inside the index queries,
     never after them. ``embedder_name`` ranks by meaning with that embedder's vectors instead of
     the active one's (an evaluation gating a re-index compares the two before the switch).
+
+    ``weights`` (hybrid only) default to those of the one collection searched, else equal;
+    ``min_score`` drops hits whose fused score (0-1) is under it.
     """
     query = query.strip()
     if not query or k <= 0:
@@ -113,6 +123,7 @@ def search(
         else:
             lists["lexical"] = search_index().lexical(scope, tokens, limit)
     semantic = None
+    confidence: dict[str, float] = {}
     if mode in ("hybrid", "semantic"):
         try:
             semantic = _dense(
@@ -125,17 +136,36 @@ def search(
     if lexical is not None:
         lists["lexical"] = lexical.result()
     if semantic is not None:  # after the full text, whichever finished first: fusion breaks ties by order
-        lists["semantic"] = semantic
-    return _hits(tenant, fuse(lists, k), query)
+        lists["semantic"], confidence["semantic"] = semantic
+    if weights is None and mode == "hybrid":
+        weights = collection_weights(tenant, collection_ids)
+    fused = [f for f in fuse(lists, k, weights=weights, confidence=confidence) if f.score >= min_score]
+    return _hits(tenant, fused, query)
+
+
+def collection_weights(tenant: Tenant, collection_ids: Sequence[uuid.UUID] | None) -> Weights:
+    """The hybrid weights of the collections searched when they all agree (one collection, or
+    several set alike), else equal weights."""
+    if not collection_ids:
+        return Weights()
+    found = set(
+        Collection.objects.filter(tenant=tenant, pk__in=list(collection_ids)).values_list(
+            "text_weight", "embedding_weight"
+        )
+    )
+    if len(found) != 1:
+        return Weights()
+    text, embedding = found.pop()
+    return Weights(text=text, embedding=embedding)
 
 
 def _dense(
     embedder: Any, scope: backends.Scope, query: str, tokens: list[str], k: int, *, hybrid: bool, probe: bool
-) -> backends.Ranked | None:
-    """The ranking by meaning; None when a hybrid search's query could not be embedded (it then
-    answers from full text alone)."""
+) -> tuple[backends.Ranked, float] | None:
+    """The ranking by meaning and how far it can be trusted for this query (0-1); None when a
+    hybrid search's query could not be embedded (it then answers from full text alone)."""
     try:
-        vector = np.asarray(embedder.embed([query])[0], dtype=np.float32)
+        vector = np.asarray(embed_queries(embedder, [query])[0], dtype=np.float32)
     except StageFailure as failure:
         if probe:
             raise  # the probe: the indexing stage retries or fails by the cause's policy
@@ -149,7 +179,15 @@ def _dense(
     if floor < 0:  # unset: the embedder's own noise level
         floor = float(getattr(embedder, "similarity_floor", 0.0))
     nearest = search_index().dense(scope, vector, max(k, DENSE_CANDIDATES), tokens=tokens)
-    return [(i, s) for i, s in nearest if s > floor]
+    ranked = [(i, s) for i, s in nearest if s > floor]
+    confidence = dense_confidence(
+        query,
+        ranked[0][1] if ranked else None,
+        floor=floor,
+        confident=float(getattr(embedder, "similarity_confident", floor)),
+        reads_cjk=bool(getattr(embedder, "reads_cjk", True)),
+    )
+    return ranked, confidence
 
 
 # The full-text side of concurrent hybrid searches: threads of this process, each with its own

@@ -37,6 +37,13 @@ class CollectionIn(StrictIn):
         required=False,
         help_text="Up to 16 text key/value pairs, kept as given.",
     )
+    text_weight = serializers.FloatField(
+        required=False, help_text="How much full-text matches count in hybrid search (0-1, default 1)."
+    )
+    embedding_weight = serializers.FloatField(
+        required=False,
+        help_text="How much matches by meaning count in hybrid search (0-1, default 1; not both 0).",
+    )
 
 
 class CollectionPatchIn(CollectionIn):
@@ -58,6 +65,8 @@ class CollectionOut(serializers.Serializer[Any]):
     description = serializers.CharField()
     metadata = serializers.DictField(child=serializers.CharField())
     is_default = serializers.BooleanField(help_text="Where uploads that name no collection go.")
+    text_weight = serializers.FloatField(help_text="Hybrid search's weight of full-text matches.")
+    embedding_weight = serializers.FloatField(help_text="Hybrid search's weight of matches by meaning.")
     created_at = serializers.DateTimeField()
     document_counts = DocumentCountsOut(help_text="Documents by their latest version's state.")
     chunk_count = serializers.IntegerField(help_text="Chunks of the published versions (what search reads).")
@@ -70,6 +79,8 @@ def collection_out(collection: Collection, counts: CollectionCounts) -> dict[str
         "description": collection.description,
         "metadata": collection.metadata,
         "is_default": collection.is_default,
+        "text_weight": collection.text_weight,
+        "embedding_weight": collection.embedding_weight,
         "created_at": collection.created_at.isoformat(),
         "document_counts": counts.documents,
         "chunk_count": counts.chunks,
@@ -104,6 +115,8 @@ class CollectionsView(TenantView):
                 name=data["name"],
                 description=data.get("description", ""),
                 metadata=data.get("metadata"),
+                text_weight=data.get("text_weight", 1.0),
+                embedding_weight=data.get("embedding_weight", 1.0),
             )
         except CollectionInputError as exc:
             raise _invalid(exc) from None

@@ -104,9 +104,22 @@ class FileBatchOut(serializers.Serializer):
     file_counts = FileCountsOut()
 
 
+class HybridSearch(serializers.Serializer):
+    embedding_weight = serializers.FloatField(min_value=0, max_value=1, required=False)
+    text_weight = serializers.FloatField(min_value=0, max_value=1, required=False)
+
+
 class RankingOptions(serializers.Serializer):
     ranker = serializers.ChoiceField(choices=["auto", "default-2024-11-15", "none"], required=False)
-    score_threshold = serializers.FloatField(min_value=0, max_value=1, required=False)
+    score_threshold = serializers.FloatField(
+        min_value=0,
+        max_value=1,
+        required=False,
+        help_text="on the fused score: 1 is first in every list, each fully trusted",
+    )
+    hybrid_search = HybridSearch(
+        required=False, help_text="weights of the lists (default: the vector store's own)"
+    )
 
 
 class SearchIn(serializers.Serializer):

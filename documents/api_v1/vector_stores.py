@@ -29,6 +29,7 @@ from documents.api_v1.pagination import keyset_page
 from documents.models import Chunk, Collection, Document, VectorStoreFileBatch
 from documents.retrieval.filters import parse_filter
 from documents.retrieval.neighbours import MAX_NEIGHBOURS, neighbours_of
+from documents.retrieval.fusion import Weights
 from documents.search import search
 from documents.services import vector_stores as vs
 from documents.services.attributes import document_update
@@ -382,6 +383,27 @@ class BatchFilesView(BatchView):
         return Response(file_page(vs.live_files(batch.collection).filter(file_batch=batch), request))
 
 
+def _fraction(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1
+
+
+def _hybrid_weights(raw: Any, collection: Collection) -> Weights:
+    """OpenAI's ``ranking_options.hybrid_search`` onto the fusion's weights; absent, the store's
+    own (its collection's ``text_weight`` / ``embedding_weight``)."""
+    if raw is None:
+        return Weights(text=collection.text_weight, embedding=collection.embedding_weight)
+    field = "ranking_options.hybrid_search"
+    if not isinstance(raw, dict) or set(raw) - {"embedding_weight", "text_weight"}:
+        raise V1Error(
+            400, "invalid_ranking_options", "hybrid_search has embedding_weight and text_weight.", field
+        )
+    embedding = raw.get("embedding_weight", collection.embedding_weight)
+    text = raw.get("text_weight", collection.text_weight)
+    if not (_fraction(embedding) and _fraction(text)) or embedding == text == 0:
+        raise V1Error(400, "invalid_ranking_options", "hybrid_search weights are 0-1, not both 0.", field)
+    return Weights(text=float(text), embedding=float(embedding))
+
+
 class SearchView(StoreView):
     throttle_classes = SEARCH_THROTTLES
 
@@ -390,9 +412,11 @@ class SearchView(StoreView):
     )
     def post(self, request: Request, store_id: str) -> Response:
         """Hybrid search inside the store: query (text or list), filters, max_num_results,
-        ranking_options.score_threshold on the fused score (0-1); rewrite_query is accepted
-        and does nothing. The extension ``neighbours`` (0-5) adds to each result the chunks
-        before and after it in its file, in OpenAI's content shape."""
+        ranking_options: score_threshold on the fused score (0-1, normalised the same in every
+        query), hybrid_search {embedding_weight, text_weight} (0-1 each; default the store's own
+        weights); rewrite_query is accepted and does nothing. The extension ``neighbours`` (0-5)
+        adds to each result the chunks before and after it in its file, in OpenAI's content
+        shape."""
         collection = self.store(store_id)
         body = body_of(request)
         raw_query = body.get("query")
@@ -408,8 +432,10 @@ class SearchView(StoreView):
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_RESULTS:
             raise V1Error(400, "invalid_max_num_results", "max_num_results is 1-50.", "max_num_results")
         ranking = body.get("ranking_options") or {}
-        threshold = ranking.get("score_threshold", 0) if isinstance(ranking, dict) else None
-        if not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
+        if not isinstance(ranking, dict):
+            raise V1Error(400, "invalid_ranking_options", "ranking_options is an object.", "ranking_options")
+        threshold = ranking.get("score_threshold", 0)
+        if not _fraction(threshold):
             raise V1Error(400, "invalid_ranking_options", "score_threshold is 0-1.", "ranking_options")
         if ranking.get("ranker", "auto") not in ("auto", "default-2024-11-15", "none"):
             raise V1Error(
@@ -423,12 +449,18 @@ class SearchView(StoreView):
             or not 0 <= neighbours <= MAX_NEIGHBOURS
         ):
             raise V1Error(400, "invalid_neighbours", f"neighbours is 0-{MAX_NEIGHBOURS}.", "neighbours")
+        weights = _hybrid_weights(ranking.get("hybrid_search"), collection)
         filters = parse_filter(body["filters"]) if body.get("filters") is not None else None
         pk = collection.pk.hex if connection.vendor == "sqlite" else collection.pk
         hits = search(
-            self.tenant, query[:1000], limit, filters=filters, where=[("d.collection_id = %s", [pk])]
+            self.tenant,
+            query[:1000],
+            limit,
+            filters=filters,
+            where=[("d.collection_id = %s", [pk])],
+            weights=weights,
+            min_score=threshold,
         )
-        hits = [h for h in hits if h.score >= threshold]
         names = dict(
             Document.objects.filter(pk__in=[h.document_id for h in hits]).values_list("pk", "file_id")
         )

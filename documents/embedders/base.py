@@ -45,6 +45,12 @@ class Embedder(Protocol):
         when the text has nothing to embed."""
         ...
 
+    # Optional: ``embed_queries(texts) -> Vectors``, the same space for search queries, for
+    # models that embed queries differently from passages; ``embed_queries()`` below falls back
+    # to ``embed``. Optional too: ``reads_cjk`` (False for a model that reads no CJK script: its
+    # vectors of a Chinese query are noise) and ``similarity_confident`` (the cosine from which a
+    # best neighbour is a real match; see ``documents.retrieval.fusion.dense_confidence``).
+
 
 def normalise_rows(matrix: npt.NDArray[Any]) -> Vectors:
     """``matrix`` as float32 rows of unit L2 norm."""
@@ -52,3 +58,11 @@ def normalise_rows(matrix: npt.NDArray[Any]) -> Vectors:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     # A zero row stays zero: there is no direction to keep, and dividing would make NaNs.
     return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+
+
+def embed_queries(embedder: Any, texts: Sequence[str]) -> Vectors:
+    """``texts`` embedded as search queries: through the embedder's ``embed_queries`` where it
+    has one (models trained with a query/passage distinction, e.g. e5's ``query: `` prefix),
+    else as any text (``embed``)."""
+    method = getattr(embedder, "embed_queries", None)
+    return method(texts) if method is not None else embedder.embed(texts)

@@ -108,6 +108,11 @@ class LocalModelEmbedder:
     # number "near" a Chinese page at 0.36 in the labelled set); a neighbour under this is noise,
     # and fused into hybrid search it pushed exact matches off rank 1 (bench/README "Fusion").
     similarity_floor = 0.3
+    # A best neighbour at this cosine or above is a real match: hybrid search gives the dense list
+    # its full weight; between the floor and here, a share of it (documents/retrieval/fusion.py).
+    similarity_confident = 0.4
+    # Its vocabulary is English: a Chinese query's vector is noise, and hybrid search gives it no weight.
+    reads_cjk = False
 
     @property
     def window(self) -> int:

@@ -131,15 +131,36 @@ def collections_of(tenant: Tenant) -> QuerySet[Collection]:
     return Collection.objects.filter(tenant=tenant).order_by("-is_default", "-created_at")
 
 
+def _check_weights(text: Any, embedding: Any) -> tuple[float, float]:
+    """Hybrid search's weights: numbers from 0 to 1, not both 0 (``documents.retrieval.fusion``)."""
+    for value, field_name in ((text, "text_weight"), (embedding, "embedding_weight")):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            message = gettext_noop("A weight is a number from 0 to 1.")
+            raise CollectionInputError("invalid_weight", message, field_name)
+    if text == 0 and embedding == 0:
+        message = gettext_noop("At least one of text_weight and embedding_weight must be above 0.")
+        raise CollectionInputError("invalid_weight", message, "embedding_weight")
+    return float(text), float(embedding)
+
+
 def collection_create(
-    *, tenant: Tenant, name: Any, description: Any = "", metadata: Any = None
+    *,
+    tenant: Tenant,
+    name: Any,
+    description: Any = "",
+    metadata: Any = None,
+    text_weight: Any = 1.0,
+    embedding_weight: Any = 1.0,
 ) -> Collection:
     """Create a collection (:class:`CollectionInputError` for a bad field; nothing stored then)."""
+    text_weight, embedding_weight = _check_weights(text_weight, embedding_weight)
     return Collection.objects.create(
         tenant=tenant,
         name=_check_name(name),
         description=_check_description(description),
         metadata=_check_metadata(metadata),
+        text_weight=text_weight,
+        embedding_weight=embedding_weight,
     )
 
 
@@ -147,10 +168,21 @@ _UNSET: Any = object()
 
 
 def collection_update(
-    *, collection: Collection, name: Any = _UNSET, description: Any = _UNSET, metadata: Any = _UNSET
+    *,
+    collection: Collection,
+    name: Any = _UNSET,
+    description: Any = _UNSET,
+    metadata: Any = _UNSET,
+    text_weight: Any = _UNSET,
+    embedding_weight: Any = _UNSET,
 ) -> Collection:
     """Change the given fields only (metadata is replaced whole, as OpenAI's modify does)."""
     changes: dict[str, Any] = {}
+    if text_weight is not _UNSET or embedding_weight is not _UNSET:
+        changes["text_weight"], changes["embedding_weight"] = _check_weights(
+            collection.text_weight if text_weight is _UNSET else text_weight,
+            collection.embedding_weight if embedding_weight is _UNSET else embedding_weight,
+        )
     if name is not _UNSET:
         changes["name"] = _check_name(name)
     if description is not _UNSET:
