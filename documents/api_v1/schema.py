@@ -141,7 +141,7 @@ class TextOut(serializers.Serializer):
     text = serializers.CharField()
 
 
-class NeighboursOut(serializers.Serializer):
+class V1NeighboursOut(serializers.Serializer):
     before = TextOut(many=True)
     after = TextOut(many=True)
 
@@ -152,7 +152,7 @@ class SearchResultOut(serializers.Serializer):
     score = serializers.FloatField()
     attributes = Dict()
     content = TextOut(many=True)
-    neighbours = NeighboursOut(required=False, help_text="extension: with neighbours=N in the request")
+    neighbours = V1NeighboursOut(required=False, help_text="extension: with neighbours=N in the request")
 
 
 class SearchPageOut(serializers.Serializer):

@@ -329,6 +329,7 @@ def test_search_finds_published_content_only(alice: Caller):
         "highlight",
         "score",
         "components",
+        "ordinal",
     }
     assert hit["document_id"] == published["document_id"]
     assert hit["document_title"] == "Harbor"

@@ -30,7 +30,8 @@ def unknown(response: Any, name: str) -> dict[str, Any]:
 def test_an_unknown_search_body_key_is_400_naming_it(alice: Caller):
     error = unknown(post_json(alice, "/api/search", {"query": "harbor", "limit": 3}), "limit")
     assert error["message"] == (
-        "Unknown field “limit”; expected only: collections, document_ids, filters, k, mode, query."
+        "Unknown field “limit”; expected only: "
+        "collections, document_ids, filters, k, mode, neighbours, query."
     )
 
 
