@@ -11,10 +11,9 @@ from django.db import DatabaseError, connection
 from django.db.models import Sum
 from django.db.models.functions import Coalesce
 
+import documents.sandbox.checks  # noqa: F401  (the sandbox's walls)
 from documents.models import Document
 from documents.retrieval.index import search_index
-
-import documents.sandbox.checks  # noqa: F401  (the sandbox's walls)
 
 
 @register()

@@ -104,6 +104,8 @@ class WebhookUserThrottle(_Scoped):
 
     scope = "webhook_user"
     methods = frozenset({"POST", "PUT", "PATCH"})
+
+
 class WriteUserThrottle(_Scoped):
     """Every other change (collections, webhooks, re-index, cancel, delete...): the default."""
 

@@ -25,7 +25,15 @@ REST_FRAMEWORK = {
     **REST_FRAMEWORK,  # noqa: F405
     "DEFAULT_THROTTLE_RATES": {
         scope: os.environ.get(f"THROTTLE_{scope.upper()}", "100000/min")
-        for scope in ("upload_user", "upload_ip", "search_user", "search_ip", "write_user", "write_ip", "webhook_user")
+        for scope in (
+            "upload_user",
+            "upload_ip",
+            "search_user",
+            "search_ip",
+            "write_user",
+            "write_ip",
+            "webhook_user",
+        )
     },
 }
 AUTH_FAILURE_LIMIT_PER_ADDRESS = env_int("AUTH_FAILURE_LIMIT_PER_ADDRESS", 100_000)  # noqa: F405

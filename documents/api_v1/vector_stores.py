@@ -28,8 +28,8 @@ from documents.api_v1.files import LIST_PARAMETERS, DeletedOut
 from documents.api_v1.pagination import keyset_page
 from documents.models import Chunk, Collection, Document, VectorStoreFileBatch
 from documents.retrieval.filters import parse_filter
-from documents.retrieval.neighbours import MAX_NEIGHBOURS, neighbours_of
 from documents.retrieval.fusion import Weights
+from documents.retrieval.neighbours import MAX_NEIGHBOURS, neighbours_of
 from documents.search import search
 from documents.services import vector_stores as vs
 from documents.services.attributes import document_update
