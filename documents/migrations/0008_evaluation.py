@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('documents', '0006_verbose_names'),
+        ('documents', '0007_vector_codes'),
         ('jobs', '0002_verbose_names'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('documents', '0006_verbose_names'),
+        ('documents', '0008_evaluation'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('documents', '0006_verbose_names'),
+        ('documents', '0009_collection_weights'),
     ]
 
     operations = [
