@@ -301,6 +301,8 @@ SPECTACULAR_SETTINGS: dict[str, Any] = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # One name for the search modes, whether a field takes one (search) or several (evaluation).
+    "ENUM_NAME_OVERRIDES": {"SearchModeEnum": "documents.search.MODES"},
     # The schema and the docs page need a login or a token unless API_SCHEMA_PUBLIC=1.
     "SERVE_PERMISSIONS": [
         "rest_framework.permissions.AllowAny"

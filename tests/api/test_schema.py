@@ -49,6 +49,15 @@ OPERATIONS = [
     ("GET", "/api/reindex/{job_id}/"),
     ("POST", "/api/reindex/{job_id}/cancel/"),
     ("POST", "/api/reindex/{job_id}/retry/"),
+    ("GET", "/api/collections/{collection_id}/query-sets/"),
+    ("POST", "/api/collections/{collection_id}/query-sets/"),
+    ("GET", "/api/query-sets/{query_set_id}/"),
+    ("POST", "/api/query-sets/{query_set_id}/queries/"),
+    ("GET", "/api/query-sets/{query_set_id}/runs/"),
+    ("POST", "/api/query-sets/{query_set_id}/runs/"),
+    ("GET", "/api/evaluation-runs/{run_id}/"),
+    ("GET", "/api/evaluation-runs/{run_id}/compare/{other_id}/"),
+    ("POST", "/api/label-candidates/"),
 ]
 # The OpenAI-compatible API (docs/openai-v1.md).
 OPERATIONS += [

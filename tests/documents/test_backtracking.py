@@ -84,8 +84,9 @@ PATTERN_SECONDS = 1.0  # per hostile text: a linear scan of 32 KB takes millisec
 DOCUMENTS = Path(documents.__file__).resolve().parent
 # Patterns built at run time from something other than a literal, each with why it stays linear.
 DYNAMIC_PATTERNS = {
-    # an alternation of escaped search terms: literals only, nothing to backtrack into
-    "documents/templatetags/search_marks.py",
+    # alternations of escaped search terms (whole words; CJK bigrams in a lookahead): literals
+    # only, nothing to backtrack into
+    "documents/retrieval/text.py",
 }
 
 

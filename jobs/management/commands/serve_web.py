@@ -40,7 +40,7 @@ def granian_options(*, workers: int, graceful_seconds: int) -> dict[str, Any]:
         "workers": workers,
         "backpressure": settings.WEB_MAX_REQUESTS,
         "http1_settings": HTTP1Settings(
-            header_read_timeout=max(1, int(settings.WEB_HEADER_SECONDS * 1000)),
+            header_read_timeout=max(1, round(settings.WEB_HEADER_SECONDS * 1000)),  # in ms
             max_buffer_size=max(8192, settings.WEB_MAX_HEADER_BYTES),
         ),
         "websockets": False,
