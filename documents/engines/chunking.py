@@ -127,15 +127,21 @@ def embedded_text(title: str, text: str) -> str:
     return f"{title}\n{text}" if text else title
 
 
+MAX_CHARS_PER_TOKEN = 12
+
+
 def token_measure(count: Callable[[str], int]) -> tuple[Measure, int]:
     """A :data:`Measure` from a model's token count (special tokens included), and how many
     special tokens it adds to every text."""
     specials = count("")
 
-    # The chunker measures most pieces twice (when cutting a block, when filling a chunk).
+    # The chunker measures most pieces twice (when cutting a block, when filling a chunk). A piece
+    # counts at least one token per MAX_CHARS_PER_TOKEN characters, whatever the tokenizer says: one
+    # that counts a giant "word" as one token (the hashing embedder counts words) must not make a
+    # chunk of megabytes.
     @functools.lru_cache(maxsize=4096)
     def measure(text: str) -> int:
-        return 10 * max(0, count(text) - specials)
+        return 10 * max(0, count(text) - specials, -(-len(text) // MAX_CHARS_PER_TOKEN))
 
     return measure, specials
 

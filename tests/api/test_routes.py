@@ -20,6 +20,9 @@ IDS = {
     "batch_id": "7",
     "endpoint_id": "9",
     "collection_id": "2c2c8c1e-3c4f-4a5e-9d0f-1a2b3c4d5e6f",
+    "query_set_id": "3d3d8c1e-3c4f-4a5e-9d0f-1a2b3c4d5e6f",
+    "run_id": "4e4e8c1e-3c4f-4a5e-9d0f-1a2b3c4d5e6f",
+    "other_id": "5f5f8c1e-3c4f-4a5e-9d0f-1a2b3c4d5e6f",
 }
 
 
