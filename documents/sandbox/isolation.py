@@ -159,7 +159,9 @@ def mount_arguments(layout: Layout, input_dir: str | None) -> list[str]:
         {str(parent) for path in [*kept, *links] for parent in Path(path).parents if str(parent) != "/"},
         key=lambda p: (p.count("/"), p),
     )
-    arguments: list[str] = []
+    # The scratch tmpfs first: a project or virtualenv that lives under /tmp is bound on top of
+    # it afterwards, instead of being hidden by it.
+    arguments = ["--perms", "1777", "--size", str(layout.scratch_bytes), "--tmpfs", SCRATCH_DIR]
     for folder in holders:
         if not any(folder == q or folder.startswith(q.rstrip("/") + "/") for q in kept):
             arguments += ["--perms", "0755", "--dir", folder]
@@ -169,7 +171,6 @@ def mount_arguments(layout: Layout, input_dir: str | None) -> list[str]:
         if not any(link == q or link.startswith(q.rstrip("/") + "/") for q in kept):
             arguments += ["--symlink", target, link]
     arguments += ["--proc", "/proc", "--dev", "/dev"]
-    arguments += ["--perms", "1777", "--size", str(layout.scratch_bytes), "--tmpfs", SCRATCH_DIR]
     if input_dir is not None:
         arguments += ["--perms", "0755", "--dir", os.path.dirname(INPUT_DIR)]
         arguments += ["--ro-bind", input_dir, INPUT_DIR]
