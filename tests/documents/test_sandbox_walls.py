@@ -159,7 +159,9 @@ def test_the_child_has_no_django_no_settings_and_no_secrets_in_its_environment(
     assert not set(outcome["environment"]) & {"SECRET_KEY", "DATABASE_URL", "DJANGO_SETTINGS_MODULE"}
 
 
-def test_a_project_under_the_scratch_folder_stays_visible_to_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_project_under_the_scratch_folder_stays_visible_to_the_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A checkout or virtualenv under /tmp is bound on top of the child's scratch tmpfs, not
     hidden under it (the child would not find its interpreter and the walls would be off)."""
     from documents.sandbox import isolation
@@ -168,5 +170,7 @@ def test_a_project_under_the_scratch_folder_stays_visible_to_the_child(monkeypat
     monkeypatch.setattr(os.path, "isdir", lambda path: True)
     arguments = isolation.mount_arguments(isolation.Layout(uid=65534, scratch_bytes=1024), None)
     scratch = arguments.index("--tmpfs")
-    binds = [i for i, arg in enumerate(arguments) if arg == "--ro-bind" and arguments[i + 1].startswith("/tmp/")]
+    binds = [
+        i for i, arg in enumerate(arguments) if arg == "--ro-bind" and arguments[i + 1].startswith("/tmp/")
+    ]
     assert binds and all(scratch < i for i in binds), arguments
