@@ -206,7 +206,9 @@ def test_the_generator_finds_the_known_shapes() -> None:
     for shape in (r"^[ \t]*x?[ \t]*$", r"<p[^>]*>", r"^-{3,}(?:\|[ \t]*)*\|?[ \t]*$"):
         pattern = re.compile(shape)
         slowest = 0.0
-        for text in attacks(pattern, 4096):
+        # 8 K characters: quadratic work there is about 0.1 s on this kind of machine, so the bound
+        # below (20 ms) tells a slow shape from a linear one (microseconds) with a wide margin
+        for text in attacks(pattern, 8 * 1024):
             started = time.monotonic()
             pattern.search(text)
             slowest = max(slowest, time.monotonic() - started)
