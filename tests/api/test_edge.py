@@ -104,7 +104,8 @@ def test_an_idle_kept_alive_connection_is_closed(edge: Server) -> None:
     sock.sendall(request_line("GET", "/accounts/login/"))
     first = sock.recv(65536)
     assert first.startswith(b"HTTP/1.1 200")
-    assert closed_within(sock, HEADER_SECONDS + 5)
+    # the rest of that answer may still be on its way (one recv need not hold all of it)
+    assert closed_within(sock, HEADER_SECONDS + 5, answers_ok=True)
 
 
 def test_a_body_that_trickles_is_cut_off(edge: Server) -> None:
