@@ -206,14 +206,18 @@ def test_the_generator_finds_the_known_shapes() -> None:
     for shape in (r"^[ \t]*x?[ \t]*$", r"<p[^>]*>", r"^-{3,}(?:\|[ \t]*)*\|?[ \t]*$"):
         pattern = re.compile(shape)
         slowest = 0.0
-        # 8 K characters: quadratic work there is about 0.1 s on this kind of machine, so the bound
-        # below (20 ms) tells a slow shape from a linear one (microseconds) with a wide margin
-        for text in attacks(pattern, 8 * 1024):
-            started = time.monotonic()
-            pattern.search(text)
-            slowest = max(slowest, time.monotonic() - started)
-            if slowest > 0.02:
-                break
+        # the input grows until one text takes over 20 ms: quadratic work gets there by a few
+        # thousand characters (the cheapest shape, <p[^>]*>, took 19 ms on 8 K), a linear pattern
+        # takes microseconds even on the largest size, so the bound tells them apart either way
+        length = 2 * 1024
+        while slowest <= 0.02 and length <= 64 * 1024:
+            for text in attacks(pattern, length):
+                started = time.monotonic()
+                pattern.search(text)
+                slowest = max(slowest, time.monotonic() - started)
+                if slowest > 0.02:
+                    break
+            length *= 2
         assert slowest > 0.02, shape
 
 
