@@ -4,7 +4,7 @@ One 100-page text PDF goes through the platform once (hashing embedder); then th
 wrote (100 pages, its chunks, a vector per chunk in batches of 64, an index entry per chunk with
 its search text) are written again under new keys, alternately the way the stages wrote them
 before (``bulk_create``: a model per row, every value spelled into the SQL text on PostgreSQL)
-and the way they write them now (``documents.rows.insert_rows``: one statement per batch,
+and the way they write them now (``documents.bulk_insert.insert_rows``: one statement per batch,
 ``unnest`` arrays bound by the server on PostgreSQL, ``executemany`` on SQLite). Each write runs
 in a transaction rolled back afterwards, after checking that it wrote every row. Medians of the
 alternated rounds, SQLite and PostgreSQL each in a child process (as ``overhead.py``).
@@ -38,9 +38,9 @@ def child(pdf: Path, rounds: int) -> dict[str, Any]:
     from django.db import transaction
 
     from bench.overhead import platform_pipeline
+    from documents.bulk_insert import insert_rows
     from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry, Page, Tenant
     from documents.retrieval.text import search_text
-    from documents.rows import insert_rows
     from documents.stages.chunk import CHUNK_FIELDS
     from documents.stages.embed import VECTOR_FIELDS
     from documents.stages.index import ENTRY_FIELDS

@@ -373,7 +373,7 @@ class DocumentAdmin(ReadOnlyAdmin):
         permissions=["operate"],
     )
     def process_again(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
-        from documents.services.again import version_process_again
+        from documents.services.process_again import version_process_again
         from documents.services.upload import UploadRejected
         from jobs.errors import JobConflict
 

@@ -12,10 +12,10 @@ class DocumentsConfig(AppConfig):
         from documents.audit import LEFTOVERS
         from documents.engines.ocr import tesseract_leftover_age
         from documents.kinds import evaluate, ingest, reindex
-        from documents.services.again import PROCESS_AGAIN
         from documents.services.delete import deletions_sweep
+        from documents.services.process_again import PROCESS_AGAIN
         from documents.services.quotas import tenant_quota
-        from documents.webhook_delivery import webhook_messages_sweep
+        from documents.webhooks.delivery import webhook_messages_sweep
         from jobs.audit import register_check
         from jobs.quotas import register_provider
         from jobs.rules import register_action

@@ -170,7 +170,7 @@ class StatusSource:
 
     @property
     def can_process_again(self) -> bool:
-        # A new version from this one's stored bytes (documents/services/again.py).
+        # A new version from this one's stored bytes (documents/services/process_again.py).
         return rules.allowed("process_again", self.job)
 
     @property

@@ -32,7 +32,6 @@ from documents.selectors import (
     documents_of,
     tenant_for,
 )
-from documents.services.again import version_process_again
 from documents.services.attributes import (
     DocumentInputError,
     attributes_from_json,
@@ -42,6 +41,7 @@ from documents.services.attributes import (
 )
 from documents.services.collections import collection_of
 from documents.services.delete import DeleteRefused, DeleteResult, document_delete, version_delete
+from documents.services.process_again import version_process_again
 from documents.services.storage import storage_usage
 from documents.services.upload import UploadResult, document_upload
 from documents.templatetags.search_marks import highlight

@@ -15,8 +15,8 @@ from documents.engines.validation import UploadRejected
 from documents.models import Tenant
 from documents.pages.document import _see_other, tenant_required
 from documents.selectors import access_document, access_version
-from documents.services.again import version_process_again
 from documents.services.delete import document_delete
+from documents.services.process_again import version_process_again
 from documents.texts import localize
 from jobs.errors import JobConflict
 

@@ -84,8 +84,8 @@ def _copy_rows(source_id: Any, version_id: Any, embedder: str) -> int:
 
 
 def _insert_vectors(rows: Sequence[Sequence[object]], **options: Any) -> None:
+    from documents.bulk_insert import insert_rows
     from documents.models import ChunkVector
-    from documents.rows import insert_rows
 
     insert_rows(ChunkVector, VECTOR_FIELDS, rows, **options)
 

@@ -2,7 +2,7 @@
 
 An event is written as one :class:`WebhookMessage` per subscribed endpoint inside the commit that
 makes it true (the job's terminal transition, the delete), so it is never lost nor told early;
-the workers send it after that commit (``documents.webhook_delivery``).
+the workers send it after that commit (``documents.webhooks.delivery``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.utils.translation import gettext_noop
 
 from documents.models import DocumentVersion, Tenant, WebhookEndpoint, WebhookMessage
 from documents.texts import Text
-from documents.webhook_delivery import TargetRefused, check_target, dispatch_message
+from documents.webhooks.delivery import TargetRefused, check_target, dispatch_message
 from jobs.models import Job, Status
 
 DOCUMENT_READY = "document.ready"

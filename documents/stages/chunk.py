@@ -12,12 +12,12 @@ from typing import Any
 
 from django.conf import settings
 
+from documents.bulk_insert import insert_rows
 from documents.causes import EMPTY_INPUT, TOO_MANY_CHUNKS
 from documents.embedders import tenant_embedders
 from documents.embedders.base import Embedder
 from documents.engines.chunking import CHUNKING_SCHEME, Block, ChunkInputPage, chunk_for_model
 from documents.models import Chunk, Document, DocumentVersion, Page
-from documents.rows import insert_rows
 from documents.services.dedup import copy_chunks, source_of
 from documents.stages.common import version_of
 from jobs.context import StageContext

@@ -13,11 +13,11 @@ import math
 
 from django.conf import settings
 
+from documents.bulk_insert import insert_rows
 from documents.causes import EMPTY_INPUT, INDEX_WRITE_FAILED
 from documents.engines.chunking import embedded_text
 from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
 from documents.retrieval.text import query_tokens, search_text
-from documents.rows import insert_rows
 from documents.search import search
 from documents.stages.common import version_of
 from documents.stages.embed import embed_missing

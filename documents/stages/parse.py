@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from documents.bulk_insert import insert_rows
 from documents.causes import EMPTY_INPUT
 from documents.engines.parsing import Block, ParsedPage
 from documents.models import DocumentVersion, Page
-from documents.rows import insert_rows
 from documents.sandbox.runner import parse_limits, sandbox_call
 from documents.services.dedup import copy_pages, source_of
 from documents.stages.common import local_file, version_of

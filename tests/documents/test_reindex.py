@@ -22,7 +22,7 @@ from documents.models import ChunkVector, Tenant, WebhookMessage
 from documents.search import search
 from documents.services.reindex import ReindexRefused, reindex_start, retired_vectors_sweep
 from documents.services.webhooks import webhook_endpoint_create
-from documents.webhook_delivery import deliver
+from documents.webhooks.delivery import deliver
 from jobs import pipelines
 from jobs.models import Job, StageRun, Status
 from jobs.services.lifecycle import job_cancel

@@ -14,10 +14,10 @@ import pytest
 from django.core.files.storage import default_storage
 
 from documents.models import Document, DocumentVersion, FileObject
-from documents.services.again import version_process_again
 from documents.services.batches import Upload as BatchFile
 from documents.services.batches import batch_create
 from documents.services.files import FileInputError, file_create
+from documents.services.process_again import version_process_again
 from documents.services.storage import (
     STORAGE_QUOTA_EXCEEDED,
     StorageQuotaExceeded,

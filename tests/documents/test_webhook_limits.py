@@ -16,7 +16,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from documents.models import WebhookAttempt, WebhookEndpoint, WebhookMessage
-from documents.webhook_delivery import TargetRefused, check_target, deliver
+from documents.webhooks.delivery import TargetRefused, check_target, deliver
 from tests.api.test_throttles import rates
 from tests.documents.helpers import run_until_idle
 from tests.documents.test_delete import client_for

@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from documents.models import Document, Tenant, WebhookAttempt, WebhookEndpoint, WebhookMessage
 from documents.services.delete import document_delete
-from documents.webhook_delivery import deliver, webhook_messages_sweep
+from documents.webhooks.delivery import deliver, webhook_messages_sweep
 from jobs.models import Status
 from jobs.services.lifecycle import job_cancel
 from tests.conftest import wait_for

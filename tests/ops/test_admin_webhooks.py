@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from documents.models import WebhookAttempt, WebhookMessage
 from documents.services.webhooks import event_emit, webhook_endpoint_create
-from documents.webhook_delivery import deliver
+from documents.webhooks.delivery import deliver
 from tests.documents.webhook_receiver import receiver
 from tests.ops.helpers import messages_of, tenant
 from tests.ops.test_admin_delete import staff

@@ -1,4 +1,4 @@
-"""``documents.rows.insert_rows``: the stages' batch inserts write what ``bulk_create`` wrote
+"""``documents.bulk_insert.insert_rows``: the stages' batch inserts write what ``bulk_create`` wrote
 (JSON, bytes, UUID keys, foreign keys), keep rows already there when asked to, and on
 PostgreSQL send their arrays as parameters the server binds."""
 
@@ -8,9 +8,9 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from documents.bulk_insert import insert_rows
 from documents.models import Chunk, ChunkVector, Page
 from documents.retrieval.index import VECTOR_FIELDS
-from documents.rows import insert_rows
 from documents.stages.chunk import CHUNK_FIELDS
 from documents.stages.parse import PAGE_FIELDS
 from tests.conftest import is_postgres

@@ -44,7 +44,7 @@ from jobs.errors import StageFailure
 
 log = logging.getLogger(__name__)
 
-TASK = "documents.webhook_delivery.deliver"
+TASK = "documents.webhooks.delivery.deliver"
 TASK_OPTIONS = {"ack_failure": True, "save": False}
 # A task handed to the workers but not started within this long is handed out again.
 REDISPATCH_AFTER = timedelta(seconds=60)
