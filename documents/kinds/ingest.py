@@ -41,10 +41,14 @@ def _publish(job: Job) -> None:
 
 
 def _cleanup(job: Job, from_stage: str) -> None:
+    from documents.sandbox.runner import discard_idle
     from documents.services.delete import deletions_finish_for
     from documents.services.publish import version_cleanup
 
     version_cleanup(job, from_stage)
+    # A cancel that came between two sandbox calls left this worker's idle child holding its copy
+    # of the input: a cancelled or failed document's bytes do not wait for the next job to go.
+    discard_idle()
     # A job stopped by a delete: its deletion was waiting for it to finish.
     deletions_finish_for(job.payload["version_id"])
 

@@ -10,6 +10,7 @@ import pytest
 
 from documents.embedders import configured_embedder
 from documents.models import Chunk, Document, DocumentVersion, Page
+from documents.sandbox import runner
 from jobs.audit import violations
 from jobs.models import Job, JobEvent, StageRun, Status
 from jobs.services.lifecycle import job_cancel, job_retry
@@ -85,6 +86,9 @@ def test_cancel_during_a_stage_removes_the_runs_rows_and_keeps_the_published_one
         running = reload_job(job)
         assert (running.status, running.stage) == (Status.RUNNING, stage)
         assert output_counts(v2)["pages"] == 3  # the run has written rows by now
+        # The worker's idle sandbox child still holds its copy of the run's input.
+        copies = [child.temp_dir for child in runner._idle]
+        assert copies and all(folder.exists() for folder in copies)
         job_cancel(job_id=job.pk, actor_name="alice")
         assert reload_job(job).status == Status.CANCEL_REQUESTED
         gate.release.set()
@@ -96,6 +100,7 @@ def test_cancel_during_a_stage_removes_the_runs_rows_and_keeps_the_published_one
     assert StageRun.objects.get(job=job, stage=stage).outcome == StageRun.Outcome.CANCELLED
     names = list(JobEvent.objects.filter(job=job, kind="transition").values_list("name", "actor"))
     assert names[-2:] == [("cancel", "user"), ("finish_cancel", "worker")]
+    assert not [folder for folder in copies if folder.exists()], "the cancelled input's copy stayed"
     # The published version is exactly as it was, and still what search shows.
     assert output_ids(v1) == published_rows
     assert Document.objects.get(pk=v1.document_id).published_version_id == v1.pk
