@@ -198,7 +198,7 @@ def test_the_migration_fills_the_codes_of_vectors_written_before_it():
         pytest.skip("the sign codes are PostgreSQL's without pgvector")
     tenant = make_tenant("acme")
     version = ingest(tenant, "Harbor staff report the boats every week.", "a.txt")
-    adds, before = codes_migration()
+    _, before = codes_migration()
     try:
         migrate([before])
         with connection.cursor() as cursor:
@@ -209,7 +209,10 @@ def test_the_migration_fills_the_codes_of_vectors_written_before_it():
             )
             assert cursor.fetchone() is None
     finally:
-        migrate([adds])
+        # Forward to the newest state, not only to the codes: later tests need every migration.
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        migrate(executor.loader.graph.leaf_nodes())
     assert assert_codes_match_vectors() >= 1
     hits = search(tenant, "boats harbor", k=1, mode="semantic")
     assert versions(hits) == [version.pk]
