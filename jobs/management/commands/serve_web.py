@@ -24,6 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 from granian.constants import HTTPModes, Interfaces, Loops
 from granian.http import HTTP1Settings
 from granian.server import Server
@@ -84,4 +85,13 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"web: {options['workers']} worker(s) on {options['host']}:{options['port']}")
         self.stdout.flush()
+        # The system checks run before this may have opened a database connection, and with
+        # DB_POOL the pool's first connection: the workers are forked from this process, and a
+        # socket two workers share mixes their queries (one's transaction shows up in the
+        # other's checkout). Each worker opens its own.
+        for connection in connections.all(initialized_only=True):
+            connection.close()
+            close_pool = getattr(connection, "close_pool", None)
+            if close_pool is not None:
+                close_pool()
         server.serve()
