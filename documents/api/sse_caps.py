@@ -10,14 +10,19 @@ key, ``SSE_MAX_STREAM_SECONDS`` plus a minute after the last stream was opened.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.cache.backends.db import DatabaseCache
+from django.db import connection, connections, router, transaction
 
 from documents.throttles import throttle_cache
 
 _GLOBAL_KEY = "sse:open:all"
+_T = TypeVar("_T")
 
 
 def _user_key(user_id: Any) -> str:
@@ -32,16 +37,39 @@ def _add(key: str, delta: int) -> int:
     cache = throttle_cache()
     if delta > 0 and cache.add(key, delta, timeout=_ttl()):
         return delta
-    try:
-        value = int(cache.incr(key, delta))
-    except ValueError:  # gone (expired): nothing to give back, or a fresh count
-        if delta < 0:
-            return 0
-        cache.set(key, delta, timeout=_ttl())
-        return delta
-    if delta > 0:
-        cache.touch(key, timeout=_ttl())
+    with _counting(cache, key):
+        try:
+            value = int(cache.incr(key, delta))
+        except ValueError:  # gone (expired): nothing to give back, or a fresh count
+            if delta < 0:
+                return 0
+            cache.set(key, delta, timeout=_ttl())
+            return delta
+        if delta > 0:
+            cache.touch(key, timeout=_ttl())
     return value
+
+
+@contextlib.contextmanager
+def _counting(cache: Any, key: str) -> Iterator[None]:
+    """The count's read and write as one step. Redis counts atomically; the database cache's
+    ``incr`` is a read and a write, so two streams of one user ending at once on PostgreSQL each
+    wrote their own result and a slot was never given back: there the count's row is locked for
+    the step (SQLite writes one at a time anyway)."""
+    if not isinstance(cache, DatabaseCache):
+        yield
+        return
+    db = router.db_for_write(cache.cache_model_class)
+    with transaction.atomic(using=db):
+        where = connections[db]
+        if where.features.has_select_for_update:
+            table = where.ops.quote_name(cache.cache_model_class._meta.db_table)
+            with where.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT 1 FROM {table} WHERE cache_key = %s FOR UPDATE",
+                    [cache.make_and_validate_key(key)],
+                )
+        yield
 
 
 def stream_refusal(user_id: Any) -> str | None:
@@ -78,14 +106,29 @@ def stream_closed(user_id: Any) -> None:
     _add(_GLOBAL_KEY, -1)
 
 
-astream_refusal = sync_to_async(stream_refusal)
-astream_closed = sync_to_async(stream_closed)
+def _own_connection(count: Callable[[Any], _T]) -> Callable[[Any], Awaitable[_T]]:
+    """``count`` run from async code on a thread of the loop's pool, whose database connection
+    (the counts' cache may be the database) is closed after each call, as the stream's reads
+    do: run on the request's own thread, a count made as the client hung up outlived the
+    request, and its thread's pooled connection was never given back."""
+
+    def run(user_id: Any) -> _T:
+        try:
+            return count(user_id)
+        finally:
+            connection.close()
+
+    return sync_to_async(run, thread_sensitive=False)
+
+
+astream_refusal = _own_connection(stream_refusal)
+astream_closed = _own_connection(stream_closed)
 
 
 async def astream_open(user_id: Any) -> str | None:
     """``stream_open`` that a cancellation cannot leak: when the task is cancelled while the count
     is being taken (the client hung up), the count is given back as soon as it was taken."""
-    taking = asyncio.ensure_future(sync_to_async(stream_open)(user_id))
+    taking = asyncio.ensure_future(_own_connection(stream_open)(user_id))
     try:
         return await asyncio.shield(taking)
     except asyncio.CancelledError:
