@@ -1,4 +1,5 @@
 # One entry point for people and CI. `make run` and `make test` are the README's two commands.
+SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -68,20 +69,28 @@ lint: setup
 	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py makemigrations --check --dry-run
 
 # While working: unit + integration tests on SQLite (no subprocess cluster, no browser, no
-# hostile-input or chaos runs), a short stateful run, on two pytest-xdist workers, one test file
-# per worker at a time (module-scoped servers start once). Budget: under 2 minutes of wall time
-# on 2 idle cores, so under 4 CPU-minutes in all (`time` prints both); a test that needs more
-# belongs to a slower tier. FAST_WORKERS=0 runs it in this process.
+# hostile-input or chaos runs, no model or OCR engine loaded), a short stateful run, on two
+# pytest-xdist workers, one test file per worker at a time (module-scoped servers start once).
+# Budget: under 2 minutes of wall time on 2 idle cores, so under 4 CPU-minutes in all (`time`
+# prints both); a test that needs more belongs to a slower tier. FAST_WORKERS=0 runs it in this
+# process.
 FAST_WORKERS ?= 2
+FAST  := not cluster and not browser and not reliability and not slow
+SLOW  := (cluster or browser or slow) and not reliability
 test-fast: setup
-	env -u DATABASE_URL STATEFUL_EXAMPLES=8 $(PYTEST) -q -n $(FAST_WORKERS) --dist loadfile \
-		-m "not cluster and not browser and not reliability"
+	time env -u DATABASE_URL STATEFUL_EXAMPLES=8 $(PYTEST) -q -n $(FAST_WORKERS) --dist loadfile -m "$(FAST)"
 
-test-sqlite: setup
-	env -u DATABASE_URL $(PYTEST)
+# A whole pass on one database in three runs: the fast tier, then the slower tiers (cluster,
+# browser, model and OCR tests) on two workers, then the hostile-input and chaos runs alone, as
+# their liveness bounds assume a machine nobody else loads. The stateful run is the short one on
+# SQLite and the long one on PostgreSQL, whose locking it is about.
+test-sqlite: test-fast
+	env -u DATABASE_URL $(PYTEST) -q -n 2 --dist loadfile -m "$(SLOW)"
+	env -u DATABASE_URL $(PYTEST) -q -m reliability
 
 test-postgres: setup
-	DATABASE_URL=$(PG_URL) $(PYTEST)
+	DATABASE_URL=$(PG_URL) $(PYTEST) -q -n 2 --dist loadfile -m "not reliability"
+	DATABASE_URL=$(PG_URL) $(PYTEST) -q -m reliability
 
 # Lint, then the whole suite on SQLite, then on PostgreSQL (concurrency tests run only there;
 # the unit tier, which touches no database, is not run twice).

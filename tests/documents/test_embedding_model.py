@@ -18,6 +18,9 @@ from documents.embedders import local as local_model
 from documents.embedders.local import LocalModelEmbedder, ModelUnavailable, packaged_model_dir
 from tests.documents.relevance import load_corpus, load_queries, score
 
+# Loads the embedding model: left out of the fast tier.
+pytestmark = pytest.mark.slow
+
 REFERENCE = json.loads((Path(__file__).parent / "minilm_reference.json").read_text(encoding="utf-8"))
 
 # Measured 100% (22/22) on the labelled set's English paraphrases (bench/README.md, "Embedding

@@ -17,6 +17,9 @@ from PIL import Image, ImageDraw, ImageFont
 from documents.engines import ocr
 from jobs.errors import StageFailure
 
+# Runs the OCR engines: left out of the fast tier.
+pytestmark = pytest.mark.slow
+
 REQUIRE_OCR = os.environ.get("REQUIRE_OCR") == "1"
 LATIN_FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
 CJK_FONT = Path("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc")

@@ -26,7 +26,8 @@ from jobs.models import Status
 from tests.documents.helpers import make_tenant, run_until_idle, upload
 from tests.documents.relevance import load_corpus, score
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Loads the embedding model and ingests the labelled set: left out of the fast tier.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 # (mode, kind) -> (hit@1 at least, hit@3 at least): the floors for hybrid search.
 FLOORS = {

@@ -28,6 +28,9 @@ from tests.documents import files
 from tests.reliability import corpus
 from tests.reliability.helpers import alive, descendants
 
+# Runs OCR engines in sandbox children: left out of the fast tier.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def fresh_children() -> Iterator[None]:

@@ -18,6 +18,9 @@ from pytest_django.fixtures import Settings as DjangoSettings
 from config.edge import trusted_proxies
 from tests.conftest import ROOT
 
+# Starts manage.py commands in subprocesses: left out of the fast tier.
+pytestmark = pytest.mark.slow
+
 
 def run_manage(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     unset = ("SECRET_KEY", "SECRET_KEY_FILE", "DEBUG", "DATABASE_URL")
