@@ -22,6 +22,7 @@ from documents.api import serializers as s
 from documents.api.errors import ApiError
 from documents.api.parsers import BoundedJSONParser
 from documents.models import Document, DocumentVersion, Tenant
+from documents.principals import Viewer
 from documents.retrieval.filters import Filter, parse_filter
 from documents.retrieval.neighbours import neighbours_of
 from documents.search import SearchHit, SearchUnavailable, search
@@ -31,7 +32,9 @@ from documents.selectors import (
     access_version_by_job,
     documents_of,
     tenant_for,
+    viewer_for,
 )
+from documents.services.access import AccessInputError, check_principals
 from documents.services.again import version_process_again
 from documents.services.attributes import (
     DocumentInputError,
@@ -90,8 +93,17 @@ class TenantView(APIView):
     def tenant(self) -> Tenant:
         return self.request.tenant  # type: ignore[attr-defined]
 
+    @property
+    def viewer(self) -> Viewer:
+        """The caller's principals in the tenant, read once per request."""
+        found = getattr(self.request, "viewer", None)
+        if found is None:
+            found = viewer_for(self.request.user, self.tenant)
+            self.request.viewer = found  # type: ignore[attr-defined]
+        return found
+
     def document(self, document_id: Any) -> Document:
-        document = access_document(self.tenant, document_id)
+        document = access_document(self.viewer, document_id)
         if document is None:
             raise ApiError(404, "not_found", gettext_noop("Not found."))
         return document
@@ -109,8 +121,23 @@ class TenantView(APIView):
                 raise ApiError(
                     404, "collection_not_found", gettext_noop("No such collection in your workspace.")
                 )
+        access = None
+        if "access" in form.validated_data:
+            if document is not None:
+                raise ApiError(
+                    400,
+                    "invalid_access",
+                    gettext_noop("A new version keeps its document's access; change it with PUT .../access."),
+                    {"field": "access"},
+                )
+            raw = [key.strip() for key in form.validated_data["access"].split(",") if key.strip()]
+            try:
+                access = check_principals(self.tenant, raw)
+            except AccessInputError as exc:
+                raise ApiError(400, exc.code, exc.message, {"field": "access"}) from None
         result = document_upload(
             tenant=self.tenant,
+            access=access,
             data=upload,
             filename=upload.name or "",
             title=form.validated_data.get("title", ""),
@@ -122,7 +149,7 @@ class TenantView(APIView):
         return upload_answer(result)
 
     def version(self, document_id: Any, job_id: Any) -> DocumentVersion:
-        version = access_version_by_job(self.tenant, document_id, job_id)
+        version = access_version_by_job(self.viewer, document_id, job_id)
         if version is None or version.job is None:
             raise ApiError(404, "not_found", gettext_noop("Not found."))
         return version
@@ -157,7 +184,7 @@ class DocumentsView(TenantView):
             collection_ids.append(data["collection"])
         paginator = Pages()
         documents = documents_of(
-            self.tenant,
+            self.viewer,
             state=data.get("state"),
             q=data.get("q", ""),
             ordering=data["ordering"],
@@ -222,6 +249,7 @@ class DocumentView(TenantView):
 
     @extend_schema(request=None, responses={202: out.DeletionOut, 204: None, **ERRORS})
     def delete(self, request: Request, document_id: str) -> Response:
+        self.document(document_id)  # one the caller may not see is a 404 like a missing one
         return deletion_answer(
             document_delete(tenant=self.tenant, document_id=document_id, user=request.user)
         )
@@ -247,6 +275,7 @@ def deletion_answer(result: DeleteResult | None) -> Response:
 class VersionView(TenantView):
     @extend_schema(request=None, responses={202: out.DeletionOut, 204: None, **ACTION_ERRORS})
     def delete(self, request: Request, document_id: str, number: int) -> Response:
+        self.document(document_id)  # one the caller may not see is a 404 like a missing one
         try:
             result = version_delete(
                 tenant=self.tenant, document_id=document_id, number=number, user=request.user
@@ -298,7 +327,7 @@ class VersionProcessAgainView(TenantView):
         responses={201: out.JobStatusOut, 429: _error("The workspace's queue is full"), **ACTION_ERRORS},
     )
     def post(self, request: Request, document_id: str, number: str) -> Response:
-        version = access_version(self.tenant, document_id, number)
+        version = access_version(self.viewer, document_id, number)
         if version is None:
             raise ApiError(404, "not_found", gettext_noop("Not found."))
         result = version_process_again(version=version, user=request.user)
@@ -365,6 +394,7 @@ class SearchView(TenantView):
                 filters=filters,
                 document_ids=document_ids,
                 collection_ids=collection_ids,
+                viewer=self.viewer,
             )
         except SearchUnavailable:
             raise ApiError(
