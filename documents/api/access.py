@@ -18,8 +18,8 @@ from documents.api.errors import ApiError
 from documents.api.parsers import BoundedJSONParser
 from documents.api.serializers import StrictIn
 from documents.api.views import ERRORS, TenantView
-from documents.models import Collection, WorkspaceGroup
-from documents.selectors import access_document
+from documents.models import Collection, Document, WorkspaceGroup
+from documents.selectors import access_document_to_manage
 from documents.services.access import (
     MAX_BULK_DOCUMENTS,
     AccessInputError,
@@ -103,6 +103,12 @@ def _not_found() -> ApiError:
 class DocumentAccessView(TenantView):
     parser_classes = [BoundedJSONParser]
 
+    def document(self, document_id: Any) -> Document:
+        found = access_document_to_manage(self.viewer, document_id)
+        if found is None:
+            raise _not_found()
+        return found
+
     @extend_schema(operation_id="document_access_get", responses={200: AccessOut, **ERRORS})
     def get(self, request: Request, document_id: str) -> Response:
         return Response(access_out(document_access(self.document(document_id))))
@@ -139,7 +145,7 @@ class BulkAccessView(TenantView):
         data = form.validated_data
         documents = []
         for document_id in dict.fromkeys(data["document_ids"]):
-            document = access_document(self.viewer, document_id)
+            document = access_document_to_manage(self.viewer, document_id)
             if document is None:
                 message = Text(
                     gettext_noop("No document %(id)s in your workspace."), id=str(document_id)[:64]
