@@ -77,6 +77,15 @@ def _granted(keys: Sequence[str], document: str = "pk") -> Q:
     return Q(Exists(DocumentGrant.objects.filter(document_id=OuterRef(document), principal__in=list(keys))))
 
 
+def hides_documents(viewer: Viewer, collection_id: Any) -> bool:
+    """Whether the collection holds live documents the viewer may not see (then only a workspace
+    admin may delete it: deleting it deletes them)."""
+    if viewer.principals is None or viewer.is_admin:
+        return False
+    live = Document.objects.filter(tenant_id=viewer.tenant_id, collection_id=collection_id, deleted_at=None)
+    return live.exclude(_granted(viewer.principals)).exists()
+
+
 def may_see(viewer: Viewer, document_id: Any) -> bool:
     """Whether the viewer may see that document of theirs (exists, live, allowed)."""
     pk = _uuid(document_id)

@@ -18,7 +18,7 @@ from documents.api.serializers import StrictIn
 from documents.api.views import ERRORS, TenantView
 from documents.models import Collection
 from documents.principals import Viewer
-from documents.selectors import visible_documents
+from documents.selectors import hides_documents, visible_documents
 from documents.services.collections import (
     CollectionCounts,
     CollectionInputError,
@@ -29,6 +29,7 @@ from documents.services.collections import (
     collection_update,
     collections_of,
 )
+from documents.texts import gettext_noop
 
 
 class CollectionIn(StrictIn):
@@ -152,5 +153,14 @@ class CollectionView(TenantView):
 
     @extend_schema(responses={204: None, **ERRORS})
     def delete(self, request: Request, collection_id: str) -> Response:
-        collection_delete(collection=self.collection(collection_id), user=request.user, via="api")
+        collection = self.collection(collection_id)
+        if hides_documents(self.viewer, collection.pk):
+            raise ApiError(
+                403,
+                "not_allowed",
+                gettext_noop(
+                    "Only a workspace admin deletes a collection that holds documents you cannot see."
+                ),
+            )
+        collection_delete(collection=collection, user=request.user, via="api")
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -31,7 +31,7 @@ from documents.retrieval.filters import parse_filter
 from documents.retrieval.fusion import Weights
 from documents.retrieval.neighbours import MAX_NEIGHBOURS, neighbours_of
 from documents.search import search
-from documents.selectors import visible_documents
+from documents.selectors import hides_documents, visible_documents
 from documents.services import vector_stores as vs
 from documents.services.access import AccessInputError, check_principals
 from documents.services.attributes import document_update
@@ -237,7 +237,15 @@ class StoreDetailView(StoreView):
     @extend_schema(operation_id="v1_vector_stores_delete", responses=ok(DeletedOut))
     def delete(self, request: Request, store_id: str) -> Response:
         """Delete the store and every document in it (through the delete service)."""
-        vs.store_delete(collection=self.store(store_id), user=request.user)
+        collection = self.store(store_id)
+        if hides_documents(self.viewer, collection.pk):
+            raise V1Error(
+                403,
+                "not_allowed",
+                "Only a workspace admin deletes a vector store that holds files you cannot see.",
+                "vector_store_id",
+            )
+        vs.store_delete(collection=collection, user=request.user)
         return Response({"id": store_id, "object": "vector_store.deleted", "deleted": True})
 
 

@@ -187,6 +187,9 @@ def test_refused_access_changes_say_why_and_change_nothing(acme: dict[str, Any],
         400,
         "unknown_principal",
     )
+    # Deleting the collection would delete a document Bob cannot see: only an admin may.
+    assert_error(bob.client.delete(f"/api/collections/{collection}"), 403, "not_allowed")
+    assert bearer(bob).delete(f"/v1/vector_stores/vs_{collection.hex}").status_code == 403
     # An upload with an unknown principal stores nothing.
     count = Document.objects.count()
     refused = alice.client.post(
