@@ -4,6 +4,7 @@ changes nothing, and the audit of every change."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 
 from documents.models import AccessChange, Chunk, ChunkVector, Collection, Document, DocumentGrant, IndexEntry
+from documents.search import MODES, search
 from documents.services.access import (
     AccessInputError,
     collection_access_set,
@@ -19,7 +21,10 @@ from documents.services.access import (
     documents_access_set,
 )
 from documents.services.groups import group_create, group_delete, group_member_add, group_member_remove
+from documents.services.upload import document_upload
+from jobs.models import Status
 from tests.documents.access_helpers import (
+    QUERY,
     collection,
     indexed,
     member,
@@ -28,6 +33,7 @@ from tests.documents.access_helpers import (
     tenant_of,
     viewer,
 )
+from tests.documents.helpers import run_until_idle
 
 pytestmark = pytest.mark.django_db
 
@@ -225,3 +231,35 @@ def test_a_deleted_group_leaves_every_list_and_grant():
     assert Document.objects.get(pk=doc.pk).access == [f"user:{admin.pk}"]
     assert Collection.objects.get(pk=doc.collection_id).access == []
     assert not DocumentGrant.objects.filter(principal=team.key).exists()
+
+
+def test_the_filter_runs_before_the_top_k_in_every_mode(monkeypatch: pytest.MonkeyPatch):
+    """Documents the caller may not see match the query far better than the one they may: a
+    filter applied after the top k would leave nothing; inside the query it finds that one.
+    The rankings by meaning are pushed off their exact shortcut for small scopes, so pgvector
+    ranks by its graph probe and binary codes, as at scale."""
+    from documents import search as search_module
+    from documents.retrieval import pgvector
+
+    if os.environ.get("REQUIRE_PGVECTOR") == "1":  # set by test_retrieval_pgvector's child run
+        assert pgvector.enabled(connection)
+    monkeypatch.setattr(pgvector, "EXACT_BELOW", 0)
+    monkeypatch.setattr(search_module, "DENSE_CANDIDATES", 1)
+    admin, ann = member("admin", admin=True), member("ann")
+    for i in range(8):
+        indexed(admin, f"zephyr{i}", access=[f"user:{admin.pk}"])
+    weak = document_upload_weak(admin)
+    tenant = tenant_of(ann)
+    for mode in MODES:
+        hits = search(tenant, QUERY, 1, mode=mode, viewer=viewer(ann))
+        assert [h.document_id for h in hits] == [weak.pk], mode
+        assert search(tenant, QUERY, 1, mode=mode, viewer=viewer(admin))[0].document_id != weak.pk, mode
+
+
+def document_upload_weak(user: object) -> Document:
+    """A document open to everyone that mentions the query word once among many others."""
+    text = f"Minutes of the meeting: budget, parking, lunch menu, holidays and the {QUERY} question.\n"
+    result = document_upload(tenant=tenant_of(user), data=text.encode(), filename="minutes.txt", user=user)
+    assert result.job is not None
+    assert run_until_idle(result.job.pk).status == Status.READY
+    return Document.objects.get(pk=result.document.pk)
