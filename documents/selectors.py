@@ -86,6 +86,16 @@ def hides_documents(viewer: Viewer, collection_id: Any) -> bool:
     return live.exclude(_granted(viewer.principals)).exists()
 
 
+def hidden_from(viewer: Viewer, document_id: Any) -> bool:
+    """Whether the tenant has that document (live or deleted, whose delete may be repeated) and
+    the viewer may not see it: a delete then answers 404 as for an unknown id."""
+    pk = _uuid(document_id)
+    if pk is None or viewer.principals is None:
+        return False
+    found = Document.objects.filter(tenant_id=viewer.tenant_id, pk=pk)
+    return found.exists() and not found.filter(_granted(viewer.principals)).exists()
+
+
 def may_see(viewer: Viewer, document_id: Any) -> bool:
     """Whether the viewer may see that document of theirs (exists, live, allowed)."""
     pk = _uuid(document_id)

@@ -31,6 +31,7 @@ from documents.selectors import (
     access_version,
     access_version_by_job,
     documents_of,
+    hidden_from,
     tenant_for,
     viewer_for,
 )
@@ -107,6 +108,12 @@ class TenantView(APIView):
         if document is None:
             raise ApiError(404, "not_found", gettext_noop("Not found."))
         return document
+
+    def visible_or_404(self, document_id: Any) -> None:
+        """A document the caller may not see answers what a missing one does (a delete of a
+        deleted document stays idempotent: its service answers for those)."""
+        if hidden_from(self.viewer, document_id):
+            raise ApiError(404, "not_found", gettext_noop("Not found."))
 
     def upload(self, request: Request, document: Document | None = None) -> Response:
         """A new document, or with ``document`` its next version, through the upload service."""
@@ -249,7 +256,7 @@ class DocumentView(TenantView):
 
     @extend_schema(request=None, responses={202: out.DeletionOut, 204: None, **ERRORS})
     def delete(self, request: Request, document_id: str) -> Response:
-        self.document(document_id)  # one the caller may not see is a 404 like a missing one
+        self.visible_or_404(document_id)
         return deletion_answer(
             document_delete(tenant=self.tenant, document_id=document_id, user=request.user)
         )
@@ -275,7 +282,7 @@ def deletion_answer(result: DeleteResult | None) -> Response:
 class VersionView(TenantView):
     @extend_schema(request=None, responses={202: out.DeletionOut, 204: None, **ACTION_ERRORS})
     def delete(self, request: Request, document_id: str, number: int) -> Response:
-        self.document(document_id)  # one the caller may not see is a 404 like a missing one
+        self.visible_or_404(document_id)
         try:
             result = version_delete(
                 tenant=self.tenant, document_id=document_id, number=number, user=request.user
