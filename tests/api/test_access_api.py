@@ -98,6 +98,14 @@ def test_an_invisible_document_answers_like_a_missing_one_on_every_api_route(acm
         missing = getattr(bob.client, method)(missing_url, body, format="json")
         assert (seen.status_code, seen.content) == (missing.status_code, missing.content), url
         assert seen.status_code == 404, url
+    verdicts = [
+        bob.client.post(
+            "/api/label-candidates", {"query": "tide", "document_id": d, "verdict": "relevant"}, format="json"
+        )
+        for d in (secret["document_id"], missing_doc)
+    ]
+    assert verdicts[0].status_code == verdicts[1].status_code == 404
+    assert verdicts[0].content == verdicts[1].content
     assert Document.objects.filter(pk=secret["document_id"], deleted_at=None).exists()
 
 
