@@ -240,3 +240,28 @@ def test_groups_are_managed_by_admins_and_grant_what_their_lists_say(acme: dict[
     assert listed_ids(bob) == (set(), 0)
     assert alice.client.delete(f"/api/groups/{group['id']}").status_code == 204
     assert alice.client.get(f"/api/collections/{collection}/access").json()["principals"] == []
+
+
+def test_a_v1_attachment_carries_its_own_access_list(acme: dict[str, Any]):
+    alice, bob = acme["alice"], acme["bob"]
+    client = bearer(alice)
+    store = client.post("/v1/vector_stores", {"name": "Private"}, format="json").json()["id"]
+    uploaded = client.post(
+        "/v1/files", {"file": _file("plan.txt", TEXT), "purpose": "assistants"}, format="multipart"
+    )
+    file_id = uploaded.json()["id"]
+    refused = client.post(
+        f"/v1/vector_stores/{store}/files", {"file_id": file_id, "access": ["group:9999"]}, format="json"
+    )
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "access"
+    assert client.get(f"/v1/vector_stores/{store}/files").json()["data"] == []
+    body = {"file_id": file_id, "access": [f"user:{user_id(alice)}"]}
+    attached = client.post(f"/v1/vector_stores/{store}/files", body, format="json")
+    assert attached.status_code == 200, attached.content
+    assert (
+        drive(Document.objects.get(pk=attached.json()["document_id"]).latest_version.job_id).status
+        == Status.READY
+    )
+    assert [f["id"] for f in client.get(f"/v1/vector_stores/{store}/files").json()["data"]] == [file_id]
+    assert bearer(bob).get(f"/v1/vector_stores/{store}/files").json()["data"] == []
+    assert bearer(bob).get(f"/v1/vector_stores/{store}/files/{file_id}").status_code == 404
