@@ -265,3 +265,19 @@ def test_a_v1_attachment_carries_its_own_access_list(acme: dict[str, Any]):
     assert [f["id"] for f in client.get(f"/v1/vector_stores/{store}/files").json()["data"]] == [file_id]
     assert bearer(bob).get(f"/v1/vector_stores/{store}/files").json()["data"] == []
     assert bearer(bob).get(f"/v1/vector_stores/{store}/files/{file_id}").status_code == 404
+
+
+def test_a_batch_carries_one_access_list_for_its_documents(acme: dict[str, Any]):
+    alice, bob = acme["alice"], acme["bob"]
+    files = [_file("one.txt", TEXT + b"One."), _file("two.txt", TEXT + b"Two.")]
+    refused = alice.client.post("/api/batches", {"files": files, "access": "group:31337"}, format="multipart")
+    assert_error(refused, 400, "unknown_principal")
+    files = [_file("one.txt", TEXT + b"One."), _file("two.txt", TEXT + b"Two.")]
+    made = alice.client.post(
+        "/api/batches", {"files": files, "access": f"user:{user_id(alice)}"}, format="multipart"
+    )
+    assert made.status_code == 201, made.content
+    ids = {d["document_id"] for d in made.json()["documents"]}
+    assert len(ids) == 2
+    assert not ids & listed_ids(bob)[0]
+    assert ids <= listed_ids(alice)[0]
