@@ -51,8 +51,17 @@ class AccessIn(StrictIn):
         required=False, default=False, help_text="A document: use its collection's list (send no principals)."
     )
     principals = serializers.ListField(
-        child=serializers.JSONField(), required=False, default=list, max_length=100, help_text=PRINCIPALS_HELP
+        child=serializers.JSONField(), required=False, max_length=100, help_text=PRINCIPALS_HELP
     )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # An empty body must not quietly mean "nobody": an own list is always sent explicitly.
+        if not attrs.get("inherit") and "principals" not in attrs:
+            raise serializers.ValidationError(
+                {"principals": gettext_noop("Send principals, or inherit: true.")}
+            )
+        attrs.setdefault("principals", [])
+        return attrs
 
 
 class BulkAccessIn(AccessIn):

@@ -180,6 +180,7 @@ def test_refused_access_changes_say_why_and_change_nothing(acme: dict[str, Any],
         alice.client.put(url, {"principals": ["user:999999"]}, format="json"), 400, "unknown_principal"
     )
     assert_error(alice.client.put(url, {"principals": ["staff"]}, format="json"), 400, "invalid_principal")
+    assert_error(alice.client.put(url, {}, format="json"), 400, "invalid")  # never "nobody" by omission
     assert_error(
         alice.client.put(url, {"inherit": True, "principals": ["everyone"]}, format="json"),
         400,
