@@ -101,7 +101,7 @@ step = st.one_of(
 def test_every_user_finds_and_lists_exactly_what_the_model_allows_after_every_step():
     admin = member("admin", admin=True)
     tenant = tenant_of(admin)
-    users = [admin, member("ann"), member("bob"), member("cid")]
+    users = [admin, member("ann"), member("bob")]
     auditor = member("auditor")
     auditor.user_permissions.add(Permission.objects.get(codename="view_all_documents"))
     users.append(auditor)
