@@ -259,10 +259,9 @@ def test_a_v1_attachment_carries_its_own_access_list(acme: dict[str, Any]):
     body = {"file_id": file_id, "access": [f"user:{user_id(alice)}"]}
     attached = client.post(f"/v1/vector_stores/{store}/files", body, format="json")
     assert attached.status_code == 200, attached.content
-    assert (
-        drive(Document.objects.get(pk=attached.json()["document_id"]).latest_version.job_id).status
-        == Status.READY
-    )
+    version = Document.objects.get(pk=attached.json()["document_id"]).latest_version
+    assert version is not None
+    assert drive(version.job_id).status == Status.READY
     assert [f["id"] for f in client.get(f"/v1/vector_stores/{store}/files").json()["data"]] == [file_id]
     assert bearer(bob).get(f"/v1/vector_stores/{store}/files").json()["data"] == []
     assert bearer(bob).get(f"/v1/vector_stores/{store}/files/{file_id}").status_code == 404

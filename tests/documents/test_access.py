@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -256,7 +257,7 @@ def test_the_filter_runs_before_the_top_k_in_every_mode(monkeypatch: pytest.Monk
         assert search(tenant, QUERY, 1, mode=mode, viewer=viewer(admin))[0].document_id != weak.pk, mode
 
 
-def document_upload_weak(user: object) -> Document:
+def document_upload_weak(user: Any) -> Document:
     """A document open to everyone that mentions the query word once among many others."""
     text = f"Minutes of the meeting: budget, parking, lunch menu, holidays and the {QUERY} question.\n"
     result = document_upload(tenant=tenant_of(user), data=text.encode(), filename="minutes.txt", user=user)
