@@ -50,7 +50,6 @@ def viewer_for(user: Any, tenant: Tenant) -> Viewer:
     see every document (``documents.view_all_documents``) and whether they administer the
     workspace. Read anew on each call (a view keeps it for its request): a membership change
     takes effect on the next request."""
-
     groups = WorkspaceGroup.objects.filter(tenant=tenant, group__user=user).values_list("pk", flat=True)
     keys = (EVERYONE, user_key(user.pk), *sorted(group_key(g) for g in groups))
     admin = (
@@ -73,8 +72,9 @@ def visible_documents(viewer: Viewer) -> QuerySet[Document]:
     return documents.filter(_granted(viewer.principals))
 
 
-def _granted(keys: Sequence[str], document: str = "pk") -> Q:
-    return Q(Exists(DocumentGrant.objects.filter(document_id=OuterRef(document), principal__in=list(keys))))
+def _granted(keys: Sequence[str]) -> Q:
+    """A document (the outer row) granted to one of ``keys``."""
+    return Q(Exists(DocumentGrant.objects.filter(document_id=OuterRef("pk"), principal__in=list(keys))))
 
 
 def hides_documents(viewer: Viewer, collection_id: Any) -> bool:
@@ -94,12 +94,6 @@ def hidden_from(viewer: Viewer, document_id: Any) -> bool:
         return False
     found = Document.objects.filter(tenant_id=viewer.tenant_id, pk=pk)
     return found.exists() and not found.filter(_granted(viewer.principals)).exists()
-
-
-def may_see(viewer: Viewer, document_id: Any) -> bool:
-    """Whether the viewer may see that document of theirs (exists, live, allowed)."""
-    pk = _uuid(document_id)
-    return pk is not None and visible_documents(viewer).filter(pk=pk).exists()
 
 
 def _uuid(value: Any) -> uuid.UUID | None:
