@@ -23,6 +23,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
+from documents.admin_access import make_admins, remove_admins
 from documents.kinds import INGEST as KIND
 from documents.kinds import REINDEX as REINDEX_KIND
 from documents.models import (
@@ -257,7 +258,14 @@ class TenantAdmin(admin.ModelAdmin):
 
 @admin.register(Membership)
 class MembershipAdmin(ReadOnlyAdmin):
-    list_display = ("user", "tenant", "created_at")
+    list_display = ("user", "tenant", "is_admin", "created_at")
+    list_filter = ("is_admin",)
+    actions = (make_admins, remove_admins)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # The list's actions (workspace admin or not) need it; the change form stays read only.
+        return obj is None and bool(request.user.has_perm("documents.change_membership"))
+
     list_select_related = ("user", "tenant")
     search_fields = ("user__username", "tenant__slug")
 

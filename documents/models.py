@@ -55,6 +55,9 @@ class Membership(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     created_at = models.DateTimeField(default=timezone.now)
+    # A workspace admin manages its groups and every access list of the workspace
+    # (documents/services/access.py); set in the admin.
+    is_admin = models.BooleanField(_("workspace admin"), default=False)
 
     class Meta:
         verbose_name = _("membership")
@@ -63,6 +66,10 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.tenant}"
+
+
+def default_access() -> list[str]:
+    return ["everyone"]
 
 
 class Collection(models.Model):
@@ -95,6 +102,9 @@ class Collection(models.Model):
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text=_("How much matches by meaning count in hybrid search (0-1)."),
     )
+    # The default access list of its documents: principal keys ("everyone", "user:<id>",
+    # "group:<id>"); documents/services/access.py writes it and the grants it implies.
+    access = models.JSONField(_("access"), default=default_access, blank=True)
 
     class Meta:
         verbose_name = _("collection")
@@ -151,11 +161,16 @@ class Document(models.Model):
     file_batch = models.ForeignKey(
         "VectorStoreFileBatch", null=True, blank=True, on_delete=models.SET_NULL, related_name="documents"
     )
+    # Its own access list (principal keys), or empty (NULL): its collection's. Search and every
+    # list read the grants it implies (DocumentGrant), never this field.
+    access = models.JSONField(_("access"), null=True, blank=True, default=None)
 
     class Meta:
         verbose_name = _("document")
         verbose_name_plural = _("documents")
         ordering = ["-created_at"]
+        # Operators who see every document whatever its access list (admin, API, search).
+        permissions = [("view_all_documents", "Can see every document whatever its access list")]
         constraints = [
             # One live file per id in a store; a deleted one's tombstone does not block re-attaching.
             models.UniqueConstraint(
@@ -565,6 +580,10 @@ class VectorStoreFileBatch(models.Model):
 
 
 # Retrieval evaluation's tables live in their own room; Django reads them from here.
+# Groups, grants and the access audit live in their own module; imported here so Django finds them.
+from documents.access_models import AccessChange as AccessChange  # noqa: E402
+from documents.access_models import DocumentGrant as DocumentGrant  # noqa: E402
+from documents.access_models import WorkspaceGroup as WorkspaceGroup  # noqa: E402
 from documents.evaluation.models import (  # noqa: E402, F401
     EvaluationResult,
     EvaluationRun,

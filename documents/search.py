@@ -32,6 +32,7 @@ from django.db import connection
 from documents.embedders import embedder_for, tenant_embedder_name
 from documents.embedders.base import embed_queries
 from documents.models import Collection, IndexEntry, Tenant
+from documents.principals import Viewer
 from documents.retrieval import backends
 from documents.retrieval.filters import Filter, filter_sql
 from documents.retrieval.fusion import Weights, dense_confidence, fuse
@@ -79,6 +80,7 @@ def search(
     embedder_name: str = "",
     weights: Weights | None = None,
     min_score: float = 0.0,
+    viewer: Viewer | None = None,
 ) -> list[SearchHit]:
     """The ``k`` best chunks for ``query`` in ``tenant``'s published versions.
 
@@ -91,6 +93,10 @@ def search(
     never after them. ``embedder_name`` ranks by meaning with that embedder's vectors instead of
     the active one's (an evaluation gating a re-index compares the two before the switch).
 
+    ``viewer`` limits hits to the documents that caller may see (their principal keys go into
+    every ranking's query); every search on a person's behalf passes it. Without it nothing is
+    limited by access lists: the platform's own searches (the indexing probe, evaluations).
+
     ``weights`` (hybrid only) default to those of the one collection searched, else equal;
     ``min_score`` drops hits whose fused score (0-1) is under it.
     """
@@ -99,6 +105,8 @@ def search(
         return []
     if mode not in MODES:
         raise ValueError(f"unknown search mode {mode!r}")
+    if viewer is not None and viewer.tenant_id != tenant.pk:
+        raise ValueError("the viewer belongs to another tenant")
     # The tenant's active embedder, not the configured one: a settings change must not empty
     # search; a re-index switches it (documents/kinds/reindex.py).
     embedder = embedder_for(embedder_name or tenant_embedder_name(tenant))
@@ -112,6 +120,7 @@ def search(
         document_ids=document_ids,
         collection_ids=collection_ids,
         where=tuple(conditions),
+        principals=viewer.principals if viewer is not None else None,
     )
     tokens = query_tokens(query)
     lists: dict[str, backends.Ranked] = {}

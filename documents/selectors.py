@@ -1,21 +1,26 @@
 """Read paths with permission checks: the only way the API and pages fetch documents and jobs.
 
-``access_*`` functions answer ``None`` (the caller says 404) for ids that do not exist and for
-ids of another tenant alike, so a caller cannot tell the two apart.
+``access_*`` functions answer ``None`` (the caller says 404) for ids that do not exist, for
+ids of another tenant and for documents the caller's access lists do not allow alike, so a
+caller cannot tell them apart. :func:`visible_documents` is the one visibility rule: every
+read of documents on behalf of a person goes through it (search puts the same keys into the
+index queries, ``documents.retrieval.backends.Scope.principals``).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Lower
 
 from documents.hot_reads import version_with_job
 from documents.kinds.ingest import PIPELINE
-from documents.models import Document, DocumentVersion, Membership, Tenant
+from documents.models import Document, DocumentGrant, DocumentVersion, Membership, Tenant, WorkspaceGroup
+from documents.principals import EVERYONE, Viewer, group_key, user_key
 from jobs.models import Status
 
 # The combined words a document's state can show, from the job kind's own bundle.
@@ -40,6 +45,57 @@ def remember_tenant(user: Any, tenant: Tenant | None) -> None:
     setattr(user, _TENANT, tenant)
 
 
+def viewer_for(user: Any, tenant: Tenant) -> Viewer:
+    """``user`` as a caller in ``tenant``: the principal keys that name them there, whether they
+    see every document (``documents.view_all_documents``) and whether they administer the
+    workspace. Read anew on each call (a view keeps it for its request): a membership change
+    takes effect on the next request."""
+    groups = WorkspaceGroup.objects.filter(tenant=tenant, group__user=user).values_list("pk", flat=True)
+    keys = (EVERYONE, user_key(user.pk), *sorted(group_key(g) for g in groups))
+    admin = (
+        bool(user.is_superuser) or Membership.objects.filter(user=user, tenant=tenant, is_admin=True).exists()
+    )
+    return Viewer(
+        tenant_id=tenant.pk,
+        user_id=user.pk,
+        keys=keys,
+        sees_all=bool(user.has_perm("documents.view_all_documents")),
+        is_admin=admin,
+    )
+
+
+def visible_documents(viewer: Viewer) -> QuerySet[Document]:
+    """The live documents of the viewer's workspace that the viewer may see: the only rule."""
+    documents = Document.objects.filter(tenant_id=viewer.tenant_id, deleted_at=None)
+    if viewer.principals is None:
+        return documents
+    return documents.filter(_granted(viewer.principals))
+
+
+def _granted(keys: Sequence[str]) -> Q:
+    """A document (the outer row) granted to one of ``keys``."""
+    return Q(Exists(DocumentGrant.objects.filter(document_id=OuterRef("pk"), principal__in=list(keys))))
+
+
+def hides_documents(viewer: Viewer, collection_id: Any) -> bool:
+    """Whether the collection holds live documents the viewer may not see (then only a workspace
+    admin may delete it: deleting it deletes them)."""
+    if viewer.principals is None or viewer.is_admin:
+        return False
+    live = Document.objects.filter(tenant_id=viewer.tenant_id, collection_id=collection_id, deleted_at=None)
+    return live.exclude(_granted(viewer.principals)).exists()
+
+
+def hidden_from(viewer: Viewer, document_id: Any) -> bool:
+    """Whether the tenant has that document (live or deleted, whose delete may be repeated) and
+    the viewer may not see it: a delete then answers 404 as for an unknown id."""
+    pk = _uuid(document_id)
+    if pk is None or viewer.principals is None:
+        return False
+    found = Document.objects.filter(tenant_id=viewer.tenant_id, pk=pk)
+    return found.exists() and not found.filter(_granted(viewer.principals)).exists()
+
+
 def _uuid(value: Any) -> uuid.UUID | None:
     try:
         return uuid.UUID(str(value))
@@ -47,26 +103,41 @@ def _uuid(value: Any) -> uuid.UUID | None:
         return None
 
 
-def access_document(tenant: Tenant, document_id: Any) -> Document | None:
+def access_document(viewer: Viewer, document_id: Any) -> Document | None:
     pk = _uuid(document_id)
     if pk is None:
         return None
     return (
-        Document.objects.select_related("published_version", "latest_version__job")
-        .filter(tenant=tenant, pk=pk, deleted_at=None)
+        visible_documents(viewer)
+        .select_related("published_version", "latest_version__job")
+        .filter(pk=pk)
         .first()
     )
 
 
-def access_version_by_job(tenant: Tenant, document_id: Any, job_id: Any) -> DocumentVersion | None:
-    """The version whose job is ``job_id``, if that job belongs to ``document_id`` of ``tenant``."""
+def access_document_to_manage(viewer: Viewer, document_id: Any) -> Document | None:
+    """A document whose access list the viewer may read and set: one they see, or for a
+    workspace admin any live document of the workspace (an admin may have to let themselves
+    in, or repair a list that leaves everyone out)."""
+    if viewer.is_admin:
+        return access_document(replace(viewer, sees_all=True), document_id)
+    return access_document(viewer, document_id)
+
+
+def access_version_by_job(viewer: Viewer, document_id: Any, job_id: Any) -> DocumentVersion | None:
+    """The version whose job is ``job_id``, if that job belongs to ``document_id`` of the
+    viewer's tenant and the viewer may see that document."""
     doc_pk, job_pk = _uuid(document_id), _uuid(job_id)
     if doc_pk is None or job_pk is None:
         return None
     # Every status poll makes this read: SQL built once per process, same conditions as
     # DocumentVersion.objects.select_related("job").filter(document__tenant=tenant,
     # document_id=..., job_id=..., deleted_at=None, document__deleted_at=None).
-    return version_with_job(tenant.pk, doc_pk, job_pk)
+    version = version_with_job(viewer.tenant_id, doc_pk, job_pk)
+    if version is None or viewer.principals is None:
+        return version
+    allowed = DocumentGrant.objects.filter(document_id=doc_pk, principal__in=list(viewer.principals)).exists()
+    return version if allowed else None
 
 
 def state_filter(word: str) -> Q:
@@ -93,18 +164,16 @@ DEFAULT_ORDERING = "-last_activity"
 
 
 def documents_of(
-    tenant: Tenant,
+    viewer: Viewer,
     *,
     state: str | None = None,
     q: str = "",
     ordering: str = DEFAULT_ORDERING,
     collection_ids: Sequence[Any] | None = None,
 ) -> QuerySet[Document]:
-    """The tenant's documents, optionally in the combined ``state``, of ``collection_ids``, whose
-    title contains ``q``, sorted by one of :data:`ORDERINGS`."""
-    documents = Document.objects.filter(tenant=tenant, deleted_at=None).select_related(
-        "published_version", "latest_version__job"
-    )
+    """The documents the viewer may see, optionally in the combined ``state``, of
+    ``collection_ids``, whose title contains ``q``, sorted by one of :data:`ORDERINGS`."""
+    documents = visible_documents(viewer).select_related("published_version", "latest_version__job")
     if collection_ids is not None:  # another tenant's ids match nothing: the tenant filter holds
         documents = documents.filter(collection_id__in=list(collection_ids))
     if state:
@@ -114,15 +183,14 @@ def documents_of(
     return documents.order_by(*ORDERINGS.get(ordering, ORDERINGS[DEFAULT_ORDERING]))
 
 
-def access_version(tenant: Tenant, document_id: Any, number: Any) -> DocumentVersion | None:
-    """Version ``number`` of the tenant's document ``document_id`` (not deleted)."""
+def access_version(viewer: Viewer, document_id: Any, number: Any) -> DocumentVersion | None:
+    """Version ``number`` of the viewer's visible document ``document_id`` (not deleted)."""
     doc_pk = _uuid(document_id)
     if doc_pk is None or not str(number).isdigit():
         return None
     found = DocumentVersion.objects.select_related("job", "document__tenant").filter(
-        document__tenant=tenant, document_id=doc_pk, number=int(number), deleted_at=None
+        document__in=visible_documents(viewer).filter(pk=doc_pk), number=int(number), deleted_at=None
     )
-    found = found.filter(document__deleted_at=None)
     return next(iter(found.order_by()[:1]), None)
 
 

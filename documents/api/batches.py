@@ -16,6 +16,7 @@ from documents.api.errors import ApiError
 from documents.api.serializers import FORM_TOKENS, reject_unknown
 from documents.api.views import ACTION_ERRORS, ERRORS, TenantView
 from documents.models import Batch
+from documents.services.access import AccessInputError, check_principals
 from documents.services.batches import Upload, batch_cancel, batch_create, batch_items, file_counts
 from documents.services.collections import collection_of
 from documents.texts import Text
@@ -30,6 +31,10 @@ class BatchIn(serializers.Serializer[Any]):
     )
     collection = serializers.UUIDField(
         required=False, help_text="The documents' collection (default: the default one)."
+    )
+    access = serializers.CharField(
+        required=False,
+        help_text="Each document's own access list: principal keys, comma-separated (default: inherit).",
     )
 
 
@@ -77,8 +82,16 @@ class BatchesView(TenantView):
                 raise ApiError(
                     404, "collection_not_found", gettext_noop("No such collection in your workspace.")
                 )
+        access = None
+        if "access" in request.POST:
+            raw = [key.strip() for key in request.POST["access"].split(",") if key.strip()]
+            try:
+                access = check_principals(self.tenant, raw)
+            except AccessInputError as exc:
+                raise ApiError(400, exc.code, exc.message, {"field": "access"}) from None
         batch = batch_create(
             tenant=self.tenant,
+            access=access,
             files=[Upload(u.name or "", u) for u in uploads],
             user=request.user,
             collection=collection,

@@ -17,6 +17,8 @@ from documents.api.parsers import BoundedJSONParser
 from documents.api.serializers import StrictIn
 from documents.api.views import ERRORS, TenantView
 from documents.models import Collection
+from documents.principals import Viewer
+from documents.selectors import hides_documents, visible_documents
 from documents.services.collections import (
     CollectionCounts,
     CollectionInputError,
@@ -27,6 +29,7 @@ from documents.services.collections import (
     collection_update,
     collections_of,
 )
+from documents.texts import gettext_noop
 
 
 class CollectionIn(StrictIn):
@@ -87,8 +90,9 @@ def collection_out(collection: Collection, counts: CollectionCounts) -> dict[str
     }
 
 
-def _one_out(collection: Collection) -> dict[str, Any]:
-    return collection_out(collection, collection_counts([collection])[collection.pk])
+def _one_out(collection: Collection, viewer: Viewer) -> dict[str, Any]:
+    counts = collection_counts([collection], visible_documents(viewer))
+    return collection_out(collection, counts[collection.pk])
 
 
 def _invalid(exc: CollectionInputError) -> ApiError:
@@ -101,7 +105,7 @@ class CollectionsView(TenantView):
     @extend_schema(operation_id="collections_list", responses={200: CollectionOut(many=True), **ERRORS})
     def get(self, request: Request) -> Response:
         collections = list(collections_of(self.tenant))
-        counts = collection_counts(collections)
+        counts = collection_counts(collections, visible_documents(self.viewer))
         return Response([collection_out(c, counts[c.pk]) for c in collections])
 
     @extend_schema(request=CollectionIn, responses={201: CollectionOut, **ERRORS})
@@ -120,7 +124,7 @@ class CollectionsView(TenantView):
             )
         except CollectionInputError as exc:
             raise _invalid(exc) from None
-        return Response(_one_out(collection), status=status.HTTP_201_CREATED)
+        return Response(_one_out(collection, self.viewer), status=status.HTTP_201_CREATED)
 
 
 class CollectionView(TenantView):
@@ -134,7 +138,7 @@ class CollectionView(TenantView):
 
     @extend_schema(responses={200: CollectionOut, **ERRORS})
     def get(self, request: Request, collection_id: str) -> Response:
-        return Response(_one_out(self.collection(collection_id)))
+        return Response(_one_out(self.collection(collection_id), self.viewer))
 
     @extend_schema(request=CollectionPatchIn, responses={200: CollectionOut, **ERRORS})
     def patch(self, request: Request, collection_id: str) -> Response:
@@ -145,9 +149,18 @@ class CollectionView(TenantView):
             collection_update(collection=collection, **form.validated_data)
         except CollectionInputError as exc:
             raise _invalid(exc) from None
-        return Response(_one_out(collection))
+        return Response(_one_out(collection, self.viewer))
 
     @extend_schema(responses={204: None, **ERRORS})
     def delete(self, request: Request, collection_id: str) -> Response:
-        collection_delete(collection=self.collection(collection_id), user=request.user, via="api")
+        collection = self.collection(collection_id)
+        if hides_documents(self.viewer, collection.pk):
+            raise ApiError(
+                403,
+                "not_allowed",
+                gettext_noop(
+                    "Only a workspace admin deletes a collection that holds documents you cannot see."
+                ),
+            )
+        collection_delete(collection=collection, user=request.user, via="api")
         return Response(status=status.HTTP_204_NO_CONTENT)

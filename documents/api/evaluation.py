@@ -248,6 +248,7 @@ class CandidatesView(TenantView):
         """A verdict on a search hit; an operator confirms it into a query set (not used before)."""
         form = CandidateIn(data=request.data)
         form.is_valid(raise_exception=True)
+        self.document(form.validated_data["document_id"])  # one the caller may not see: 404
         try:
             candidate = candidate_record(tenant=self.tenant, user=request.user, **form.validated_data)
         except EvaluationRefused as refused:

@@ -84,6 +84,14 @@ class UploadIn(StrictIn):
         required=False,
         help_text="The collection's id (a new document only; default: the workspace's default).",
     )
+    access = serializers.CharField(
+        required=False,
+        max_length=4000,
+        help_text=(
+            "A new document's own access list: principal keys, comma-separated (everyone, user:<id>, "
+            "group:<id>). Omitted: it inherits its collection's list."
+        ),
+    )
 
 
 class DocumentPatchIn(StrictIn):

@@ -29,7 +29,7 @@ from documents.api import notify, sse_caps
 from documents.api.auth import user_for_token
 from documents.api.output import error_body, job_status, job_status_as_of
 from documents.models import DocumentVersion
-from documents.selectors import access_version_by_job, tenant_for
+from documents.selectors import access_version_by_job, tenant_for, viewer_for
 from jobs.models import Job, JobEvent
 
 FINAL = {"ready", "cancelled", "failed"}
@@ -67,7 +67,7 @@ def _check_access(
     tenant = tenant_for(user)
     if tenant is None:
         return 403, None, None
-    version = access_version_by_job(tenant, document_id, job_id)
+    version = access_version_by_job(viewer_for(user, tenant), document_id, job_id)
     found = version is not None and version.job is not None
     return (200, version, user.pk) if found else (404, None, None)
 

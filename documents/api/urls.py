@@ -3,7 +3,18 @@ from collections.abc import Sequence
 from django.urls import URLPattern, URLResolver, path, re_path
 from django.urls.resolvers import RoutePattern
 
-from documents.api import batches, collections, docs, evaluation, inspection, reindex, sse, views, webhooks
+from documents.api import (
+    access,
+    batches,
+    collections,
+    docs,
+    evaluation,
+    inspection,
+    reindex,
+    sse,
+    views,
+    webhooks,
+)
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
@@ -51,6 +62,28 @@ urlpatterns = [
         r"^collections/(?P<collection_id>[^/]+)/?$",
         collections.CollectionView.as_view(),
         name="api-collection",
+    ),
+    # Access lists and groups (docs/permissions.md): both slash forms, without a redirect.
+    re_path(
+        r"^documents/(?P<document_id>[^/]+)/access/?$",
+        access.DocumentAccessView.as_view(),
+        name="api-document-access",
+    ),
+    re_path(r"^access/documents/?$", access.BulkAccessView.as_view(), name="api-documents-access"),
+    re_path(
+        r"^collections/(?P<collection_id>[^/]+)/access/?$",
+        access.CollectionAccessView.as_view(),
+        name="api-collection-access",
+    ),
+    re_path(r"^groups/?$", access.GroupsView.as_view(), name="api-groups"),
+    re_path(r"^groups/(?P<group_id>[^/]+)/?$", access.GroupView.as_view(), name="api-group"),
+    re_path(
+        r"^groups/(?P<group_id>[^/]+)/members/?$", access.GroupMembersView.as_view(), name="api-group-members"
+    ),
+    re_path(
+        r"^groups/(?P<group_id>[^/]+)/members/(?P<user_id>[^/]+)/?$",
+        access.GroupMemberView.as_view(),
+        name="api-group-member",
     ),
     # Evaluation: labelled query sets of a collection, runs (a job kind), comparisons.
     re_path(r"^collections/(?P<collection_id>[^/]+)/query-sets/?$", evaluation.QuerySetsView.as_view()),

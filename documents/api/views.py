@@ -22,6 +22,7 @@ from documents.api import serializers as s
 from documents.api.errors import ApiError
 from documents.api.parsers import BoundedJSONParser
 from documents.models import Document, DocumentVersion, Tenant
+from documents.principals import Viewer
 from documents.retrieval.filters import Filter, parse_filter
 from documents.retrieval.neighbours import neighbours_of
 from documents.search import SearchHit, SearchUnavailable, search
@@ -30,8 +31,11 @@ from documents.selectors import (
     access_version,
     access_version_by_job,
     documents_of,
+    hidden_from,
     tenant_for,
+    viewer_for,
 )
+from documents.services.access import AccessInputError, check_principals
 from documents.services.attributes import (
     DocumentInputError,
     attributes_from_json,
@@ -90,11 +94,26 @@ class TenantView(APIView):
     def tenant(self) -> Tenant:
         return self.request.tenant  # type: ignore[attr-defined]
 
+    @property
+    def viewer(self) -> Viewer:
+        """The caller's principals in the tenant, read once per request."""
+        found = getattr(self.request, "viewer", None)
+        if found is None:
+            found = viewer_for(self.request.user, self.tenant)
+            self.request.viewer = found  # type: ignore[attr-defined]
+        return found
+
     def document(self, document_id: Any) -> Document:
-        document = access_document(self.tenant, document_id)
+        document = access_document(self.viewer, document_id)
         if document is None:
             raise ApiError(404, "not_found", gettext_noop("Not found."))
         return document
+
+    def visible_or_404(self, document_id: Any) -> None:
+        """A document the caller may not see answers what a missing one does (a delete of a
+        deleted document stays idempotent: its service answers for those)."""
+        if hidden_from(self.viewer, document_id):
+            raise ApiError(404, "not_found", gettext_noop("Not found."))
 
     def upload(self, request: Request, document: Document | None = None) -> Response:
         """A new document, or with ``document`` its next version, through the upload service."""
@@ -109,8 +128,23 @@ class TenantView(APIView):
                 raise ApiError(
                     404, "collection_not_found", gettext_noop("No such collection in your workspace.")
                 )
+        access = None
+        if "access" in form.validated_data:
+            if document is not None:
+                raise ApiError(
+                    400,
+                    "invalid_access",
+                    gettext_noop("A new version keeps its document's access; change it with PUT .../access."),
+                    {"field": "access"},
+                )
+            raw = [key.strip() for key in form.validated_data["access"].split(",") if key.strip()]
+            try:
+                access = check_principals(self.tenant, raw)
+            except AccessInputError as exc:
+                raise ApiError(400, exc.code, exc.message, {"field": "access"}) from None
         result = document_upload(
             tenant=self.tenant,
+            access=access,
             data=upload,
             filename=upload.name or "",
             title=form.validated_data.get("title", ""),
@@ -122,7 +156,7 @@ class TenantView(APIView):
         return upload_answer(result)
 
     def version(self, document_id: Any, job_id: Any) -> DocumentVersion:
-        version = access_version_by_job(self.tenant, document_id, job_id)
+        version = access_version_by_job(self.viewer, document_id, job_id)
         if version is None or version.job is None:
             raise ApiError(404, "not_found", gettext_noop("Not found."))
         return version
@@ -157,7 +191,7 @@ class DocumentsView(TenantView):
             collection_ids.append(data["collection"])
         paginator = Pages()
         documents = documents_of(
-            self.tenant,
+            self.viewer,
             state=data.get("state"),
             q=data.get("q", ""),
             ordering=data["ordering"],
@@ -222,6 +256,7 @@ class DocumentView(TenantView):
 
     @extend_schema(request=None, responses={202: out.DeletionOut, 204: None, **ERRORS})
     def delete(self, request: Request, document_id: str) -> Response:
+        self.visible_or_404(document_id)
         return deletion_answer(
             document_delete(tenant=self.tenant, document_id=document_id, user=request.user)
         )
@@ -247,6 +282,7 @@ def deletion_answer(result: DeleteResult | None) -> Response:
 class VersionView(TenantView):
     @extend_schema(request=None, responses={202: out.DeletionOut, 204: None, **ACTION_ERRORS})
     def delete(self, request: Request, document_id: str, number: int) -> Response:
+        self.visible_or_404(document_id)
         try:
             result = version_delete(
                 tenant=self.tenant, document_id=document_id, number=number, user=request.user
@@ -298,7 +334,7 @@ class VersionProcessAgainView(TenantView):
         responses={201: out.JobStatusOut, 429: _error("The workspace's queue is full"), **ACTION_ERRORS},
     )
     def post(self, request: Request, document_id: str, number: str) -> Response:
-        version = access_version(self.tenant, document_id, number)
+        version = access_version(self.viewer, document_id, number)
         if version is None:
             raise ApiError(404, "not_found", gettext_noop("Not found."))
         result = version_process_again(version=version, user=request.user)
@@ -365,6 +401,7 @@ class SearchView(TenantView):
                 filters=filters,
                 document_ids=document_ids,
                 collection_ids=collection_ids,
+                viewer=self.viewer,
             )
         except SearchUnavailable:
             raise ApiError(

@@ -19,6 +19,7 @@ from documents.api_v1.base import V1_ERRORS, V1View
 from documents.api_v1.errors import V1Error, not_found
 from documents.api_v1.pagination import keyset_page
 from documents.models import Document, FileObject
+from documents.selectors import visible_documents
 from documents.services.files import NOT_DOWNLOADABLE, PURPOSES, file_create, file_delete, file_open
 from documents.services.vector_stores import document_of_file
 from documents.throttles import UPLOAD_THROTTLES
@@ -108,7 +109,7 @@ def file_of(view: V1View, file_id: str) -> FileObject:
 def any_file_of(view: V1View, file_id: str) -> FileObject | Document:
     """The file object, or the live document that has this file id without one."""
     obj = FileObject.objects.filter(tenant=view.tenant, pk=file_id).first()
-    found = obj if obj is not None else document_of_file(view.tenant, file_id)
+    found = obj if obj is not None else document_of_file(view.tenant, file_id, visible_documents(view.viewer))
     if found is None:
         raise not_found("file", file_id)
     return found
@@ -165,7 +166,7 @@ class FileView(V1View):
         document's own file is refused: it is removed with the document, through its store."""
         if file_delete(tenant=self.tenant, file_id=file_id):
             return Response({"id": file_id, "object": "file", "deleted": True})
-        document = document_of_file(self.tenant, file_id)
+        document = document_of_file(self.tenant, file_id, visible_documents(self.viewer))
         if document is None:
             raise not_found("file", file_id)
         store = f"vs_{document.collection_id.hex}"

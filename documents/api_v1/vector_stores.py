@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -31,7 +31,9 @@ from documents.retrieval.filters import parse_filter
 from documents.retrieval.fusion import Weights
 from documents.retrieval.neighbours import MAX_NEIGHBOURS, neighbours_of
 from documents.search import search
+from documents.selectors import hides_documents, visible_documents
 from documents.services import vector_stores as vs
+from documents.services.access import AccessInputError, check_principals
 from documents.services.attributes import document_update
 from documents.services.collections import collections_of
 from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES, throttle_charge
@@ -54,9 +56,10 @@ def _ts(value: Any) -> int | None:
     return int(value.timestamp()) if value is not None else None
 
 
-def store_out(collection: Collection) -> dict[str, Any]:
+def store_out(collection: Collection, visible: QuerySet[Document]) -> dict[str, Any]:
+    """The store as OpenAI shapes it; its file counts count what the caller may see."""
     found = vs.settings_of(collection)
-    counts = vs.file_counts(vs.live_files(collection))
+    counts = vs.file_counts(vs.live_files(collection, visible))
     days = found.expires_after_days
     return {
         "id": vs.store_ref(collection),
@@ -131,8 +134,12 @@ class StoreView(V1View):
             raise not_found("vector store", ref)
         return found
 
+    @property
+    def visible(self) -> QuerySet[Document]:
+        return visible_documents(self.viewer)
+
     def attached(self, collection: Collection, file_id: str) -> Document:
-        found = vs.live_files(collection).filter(file_id=file_id).first()
+        found = vs.live_files(collection, self.visible).filter(file_id=file_id).first()
         if found is None:
             raise not_found("file", file_id)
         return found
@@ -165,11 +172,18 @@ class StoresView(StoreView):
             raise _store_error(exc) from None
         for file_id in file_ids:
             self.attach(collection, {"file_id": file_id})
-        return Response(store_out(collection))
+        return Response(store_out(collection, self.visible))
 
     def attach(self, collection: Collection, item: dict[str, Any], batch: Any = None) -> Document:
+        # An extension of this platform (OpenAI has none): the new document's own access list.
+        access = None
+        if item.get("access") is not None:
+            try:
+                access = check_principals(self.tenant, item["access"])
+            except AccessInputError as exc:
+                raise V1Error(400, exc.code, exc.message, "access") from None
         try:
-            return vs.file_attach(
+            attached = vs.file_attach(
                 tenant=self.tenant,
                 collection=collection,
                 file_id=item.get("file_id"),
@@ -177,9 +191,14 @@ class StoresView(StoreView):
                 chunking_strategy=item.get("chunking_strategy"),
                 user=self.request.user,
                 batch=batch,
+                access=access,
             )
         except vs.StoreInputError as exc:
             raise _store_error(exc) from None
+        if not self.visible.filter(pk=attached.pk).exists():
+            # Attached before, with a list that leaves the caller out: as if unknown.
+            raise not_found("file", str(item.get("file_id"))[:80])
+        return attached
 
     @extend_schema(
         operation_id="v1_vector_stores_list", parameters=LIST_PARAMETERS, responses=ok(sc.VectorStoreListOut)
@@ -190,13 +209,14 @@ class StoresView(StoreView):
             return Q(pk=found.pk) if found is not None else Q(pk__in=[])
 
         queryset = collections_of(self.tenant).select_related("vector_store")
-        return Response(keyset_page(queryset, request.query_params, store_out, cursor))
+        visible = self.visible
+        return Response(keyset_page(queryset, request.query_params, lambda c: store_out(c, visible), cursor))
 
 
 class StoreDetailView(StoreView):
     @extend_schema(operation_id="v1_vector_stores_retrieve", responses=ok(sc.VectorStoreOut))
     def get(self, request: Request, store_id: str) -> Response:
-        return Response(store_out(self.store(store_id)))
+        return Response(store_out(self.store(store_id), self.visible))
 
     @extend_schema(
         operation_id="v1_vector_stores_update",
@@ -212,12 +232,20 @@ class StoreDetailView(StoreView):
             vs.store_update(collection=collection, **fields)
         except vs.StoreInputError as exc:
             raise _store_error(exc) from None
-        return Response(store_out(self.store(store_id)))
+        return Response(store_out(self.store(store_id), self.visible))
 
     @extend_schema(operation_id="v1_vector_stores_delete", responses=ok(DeletedOut))
     def delete(self, request: Request, store_id: str) -> Response:
         """Delete the store and every document in it (through the delete service)."""
-        vs.store_delete(collection=self.store(store_id), user=request.user)
+        collection = self.store(store_id)
+        if hides_documents(self.viewer, collection.pk):
+            raise V1Error(
+                403,
+                "not_allowed",
+                "Only a workspace admin deletes a vector store that holds files you cannot see.",
+                "vector_store_id",
+            )
+        vs.store_delete(collection=collection, user=request.user)
         return Response({"id": store_id, "object": "vector_store.deleted", "deleted": True})
 
 
@@ -240,7 +268,7 @@ class StoreFilesView(StoresView):
         responses=ok(sc.VectorStoreFileListOut),
     )
     def get(self, request: Request, store_id: str) -> Response:  # type: ignore[override]
-        files = vs.live_files(self.store(store_id))
+        files = vs.live_files(self.store(store_id), self.visible)
         return Response(file_page(files, request))
 
 
@@ -263,7 +291,7 @@ class StoreFileView(StoreView):
     @extend_schema(operation_id="v1_vector_store_files_retrieve", responses=ok(sc.VectorStoreFileOut))
     def get(self, request: Request, store_id: str, file_id: str) -> Response:
         """The file's status: one query besides authentication (the SDK polls this)."""
-        found = vs.attached_file(self.tenant, store_id, file_id)
+        found = vs.attached_file(self.tenant, store_id, file_id, self.visible)
         if found is None:
             raise not_found("file", file_id)
         return Response(file_out(found))
@@ -328,11 +356,11 @@ class BatchesView(StoresView):
         batch = VectorStoreFileBatch.objects.create(collection=collection)
         for item in items:
             self.attach(collection, item, batch)
-        return Response(batch_out(batch))
+        return Response(batch_out(batch, self.visible))
 
 
-def batch_out(batch: VectorStoreFileBatch) -> dict[str, Any]:
-    counts = vs.file_counts(vs.live_files(batch.collection).filter(file_batch=batch))
+def batch_out(batch: VectorStoreFileBatch, visible: QuerySet[Document]) -> dict[str, Any]:
+    counts = vs.file_counts(vs.live_files(batch.collection, visible).filter(file_batch=batch))
     if counts["in_progress"]:
         status = "in_progress"
     elif batch.cancel_requested_at is not None:
@@ -360,7 +388,7 @@ class BatchView(StoreView):
 
     @extend_schema(operation_id="v1_file_batches_retrieve", responses=ok(sc.FileBatchOut))
     def get(self, request: Request, store_id: str, batch_id: str) -> Response:
-        return Response(batch_out(self.batch(store_id, batch_id)))
+        return Response(batch_out(self.batch(store_id, batch_id), self.visible))
 
 
 class BatchCancelView(BatchView):
@@ -371,7 +399,7 @@ class BatchCancelView(BatchView):
         batch = self.batch(store_id, batch_id)
         vs.batch_cancel(batch=batch, user=request.user)
         batch.refresh_from_db()
-        return Response(batch_out(batch))
+        return Response(batch_out(batch, self.visible))
 
 
 class BatchFilesView(BatchView):
@@ -380,7 +408,9 @@ class BatchFilesView(BatchView):
     )
     def get(self, request: Request, store_id: str, batch_id: str) -> Response:
         batch = self.batch(store_id, batch_id)
-        return Response(file_page(vs.live_files(batch.collection).filter(file_batch=batch), request))
+        return Response(
+            file_page(vs.live_files(batch.collection, self.visible).filter(file_batch=batch), request)
+        )
 
 
 def _fraction(value: Any) -> bool:
@@ -460,6 +490,7 @@ class SearchView(StoreView):
             where=[("d.collection_id = %s", [pk])],
             weights=weights,
             min_score=threshold,
+            viewer=self.viewer,
         )
         names = dict(
             Document.objects.filter(pk__in=[h.document_id for h in hits]).values_list("pk", "file_id")

@@ -17,7 +17,7 @@ from documents.inspection import chunk_views, chunks_of, version_of
 from documents.models import Tenant
 from documents.pages.document import _see_other, _status_of, tenant_required
 from documents.pages.document_list import DOCUMENTS_PER_PAGE
-from documents.selectors import access_document, documents_of
+from documents.selectors import access_document, documents_of, viewer_for, visible_documents
 from documents.services.collections import (
     CollectionInputError,
     collection_counts,
@@ -48,7 +48,7 @@ def collection_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
             messages.success(request, _("Collection created."))
             return _see_other(reverse("collection", args=[made.pk]))
     collections = list(collections_of(tenant))
-    counts = collection_counts(collections)
+    counts = collection_counts(collections, visible_documents(viewer_for(request.user, tenant)))
     rows = [{"collection": c, "counts": counts[c.pk]} for c in collections]
     context = {"rows": rows, "error": error, "name": request.POST.get("name", "")}
     return render(request, "documents/collections.html", context, status=http_status)
@@ -61,8 +61,10 @@ def collection_detail(request: HttpRequest, tenant: Tenant, collection_id: str) 
     collection = collection_of(tenant, collection_id)
     if collection is None:
         raise Http404
-    counts = collection_counts([collection])[collection.pk]
-    documents = documents_of(tenant, collection_ids=[collection.pk])
+    counts = collection_counts([collection], visible_documents(viewer_for(request.user, tenant)))[
+        collection.pk
+    ]
+    documents = documents_of(viewer_for(request.user, tenant), collection_ids=[collection.pk])
     page = Paginator(documents, DOCUMENTS_PER_PAGE).get_page(request.GET.get("page"))
     rows = [{"document": d, "status": _status_of(d.latest_version)} for d in page]
     context = {"collection": collection, "counts": counts, "page": page, "rows": rows}
@@ -73,7 +75,7 @@ def collection_detail(request: HttpRequest, tenant: Tenant, collection_id: str) 
 @tenant_required
 def version_chunks(request: HttpRequest, tenant: Tenant, document_id: str, number: str) -> HttpResponse:
     """A version's chunks as search reads them: text, pages, headings, the OCR engine."""
-    document = access_document(tenant, document_id)
+    document = access_document(viewer_for(request.user, tenant), document_id)
     version = version_of(document, number) if document is not None else None
     if document is None or version is None:
         raise Http404

@@ -39,6 +39,7 @@ from documents.selectors import (
     access_version_by_job,
     tenant_for,
     versions_of,
+    viewer_for,
 )
 from documents.services.collections import collection_of, collections_of
 from documents.services.upload import UploadResult, document_upload
@@ -178,7 +179,7 @@ def _render_document(
 @tenant_required
 def document_detail(request: HttpRequest, tenant: Tenant, document_id: str) -> HttpResponse:
     """A document's processing status (live), its failure and what to do, and its versions."""
-    document = access_document(tenant, document_id)
+    document = access_document(viewer_for(request.user, tenant), document_id)
     if document is None:
         raise Http404
     return _render_document(request, document, _upload_forms())
@@ -188,7 +189,7 @@ def document_detail(request: HttpRequest, tenant: Tenant, document_id: str) -> H
 @tenant_required
 def version_upload(request: HttpRequest, tenant: Tenant, document_id: str) -> HttpResponse:
     """Upload a new version of a document (also the re-upload after a failure)."""
-    document = access_document(tenant, document_id)
+    document = access_document(viewer_for(request.user, tenant), document_id)
     if document is None:
         raise Http404
     if request.method == "GET":
@@ -208,7 +209,7 @@ def job_cancel_view(request: HttpRequest, tenant: Tenant, document_id: str, job_
     """Cancel the job (without JavaScript; the page's script posts to the API instead). The
     first post, without ``confirm=yes``, answers with a confirmation page."""
     if request.POST.get("confirm") != "yes":
-        version = access_version_by_job(tenant, document_id, job_id)
+        version = access_version_by_job(viewer_for(request.user, tenant), document_id, job_id)
         if version is None:
             raise Http404
         context = {"document": version.document, "version": version, "job_id": job_id}
@@ -251,7 +252,7 @@ def _job_action(
 ) -> HttpResponse:
     """Run the user's ``service`` on the tenant's job and go back to the document page with
     ``done``, or ``refused`` when the job's state no longer allows it."""
-    version = access_version_by_job(tenant, document_id, job_id)
+    version = access_version_by_job(viewer_for(request.user, tenant), document_id, job_id)
     if version is None:
         raise Http404
     try:
@@ -308,7 +309,13 @@ def search_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     if query and not filter_error:
         try:
             context["hits"] = search(
-                tenant, query, SEARCH_RESULTS, mode=mode, filters=filters, collection_ids=collection_ids
+                tenant,
+                query,
+                SEARCH_RESULTS,
+                mode=mode,
+                filters=filters,
+                collection_ids=collection_ids,
+                viewer=viewer_for(request.user, tenant),
             )
             around = neighbours_of(context["hits"], neighbours)
             context["results"] = list(zip(context["hits"], around, strict=True))

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_http_methods
 from documents.models import Tenant
 from documents.pages.document import _after_upload, _status_of, _upload, tenant_required
 from documents.pages.forms import UploadForm
-from documents.selectors import DEFAULT_ORDERING, ORDERINGS, STATE_WORDS, documents_of
+from documents.selectors import DEFAULT_ORDERING, ORDERINGS, STATE_WORDS, documents_of, viewer_for
 from documents.services.collections import collection_of, collections_of
 from documents.services.storage import storage_usage
 
@@ -49,7 +49,7 @@ def document_list(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     if wanted and chosen is None:
         raise Http404  # another workspace's collection, or none such: as an unknown id
     documents = documents_of(
-        tenant,
+        viewer_for(request.user, tenant),
         state=state or None,
         q=q,
         ordering=ordering,

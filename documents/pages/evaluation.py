@@ -22,6 +22,7 @@ from documents.evaluation.metrics import NAMES
 from documents.evaluation.models import EvaluationResult, EvaluationRun, LabelledQuerySet
 from documents.models import Chunk, Tenant
 from documents.pages.document import _see_other, tenant_required
+from documents.selectors import access_document, viewer_for
 from documents.services.collections import collection_of
 from documents.services.evaluation import (
     EvaluationRefused,
@@ -195,6 +196,8 @@ def verdict(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     back = request.POST.get("next", "")
     if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
         back = reverse("search")
+    if access_document(viewer_for(request.user, tenant), request.POST.get("document", "")) is None:
+        raise Http404  # a document the member may not see, as one that does not exist
     chunk = Chunk.objects.filter(
         version_id=_uuid(request.POST.get("version", "")),
         ordinal=int(request.POST["ordinal"]) if request.POST.get("ordinal", "").isdigit() else -1,

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from documents.engines.validation import UploadRejected
 from documents.models import Tenant
 from documents.pages.document import _see_other, tenant_required
-from documents.selectors import access_document, access_version
+from documents.selectors import access_document, access_version, viewer_for
 from documents.services.delete import document_delete
 from documents.services.process_again import version_process_again
 from documents.texts import localize
@@ -25,7 +25,7 @@ from jobs.errors import JobConflict
 @tenant_required
 def document_delete_view(request: HttpRequest, tenant: Tenant, document_id: str) -> HttpResponse:
     """GET asks for confirmation; POST deletes and goes back to the list."""
-    document = access_document(tenant, document_id)
+    document = access_document(viewer_for(request.user, tenant), document_id)
     if document is None:
         raise Http404
     if request.method == "GET":
@@ -43,7 +43,7 @@ def version_process_again_view(
     request: HttpRequest, tenant: Tenant, document_id: str, number: int
 ) -> HttpResponse:
     """Process a cancelled or failed version again (a new version from its stored bytes)."""
-    version = access_version(tenant, document_id, number)
+    version = access_version(viewer_for(request.user, tenant), document_id, number)
     if version is None:
         raise Http404
     try:

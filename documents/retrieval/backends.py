@@ -3,7 +3,8 @@ every scope condition goes inside each ranking's own query.
 
 A :class:`Scope` says which entries may be hits: one tenant, the published version of each
 document (or, for the indexing stage's probe, one given version), optionally some documents and
-extra WHERE fragments over the document row (attribute filters, alias ``d``). Both rankings put
+extra WHERE fragments over the document row (attribute filters, alias ``d``), and the caller's
+principal keys (only documents granted to one of them). Both rankings put
 all of it in the same query as the ranking itself, so ``k`` is never lost to a filter applied
 afterwards, and neither reads more than its candidates' ids and scores into Python.
 
@@ -49,6 +50,10 @@ class Scope:
     document_ids: Sequence[uuid.UUID] | None = None
     collection_ids: Sequence[uuid.UUID] | None = None
     where: Sequence[tuple[str, Sequence[Any]]] = field(default_factory=tuple)
+    # The caller's principal keys (documents.principals.Viewer.principals): only documents with a
+    # grant to one of them are hits. None: no access limit (a caller who sees every document,
+    # or the platform itself: the indexing probe, evaluations).
+    principals: Sequence[str] | None = None
 
 
 def uuid_value(value: uuid.UUID) -> Any:
@@ -91,6 +96,15 @@ def _document_conditions(scope: Scope, document_id: str) -> tuple[str, list[Any]
     for fragment, fragment_params in scope.where:
         sql += f" AND ({fragment})"
         params.extend(fragment_params)
+    if scope.principals is not None:
+        # The access lists, in the same query as the ranking (never after its top k): one probe of
+        # the grants' (document, principal) index per candidate document.
+        keys = list(scope.principals) or [""]
+        sql += (
+            f" AND EXISTS (SELECT 1 FROM documents_documentgrant dg WHERE dg.document_id = {document_id}"
+            f" AND dg.principal IN ({', '.join(['%s'] * len(keys))}))"
+        )
+        params.extend(keys)
     return sql, params
 
 

@@ -44,17 +44,28 @@ class Upload:
 
 
 def batch_create(
-    *, tenant: Tenant, files: Iterable[Upload], user: Any = None, collection: Collection | None = None
+    *,
+    tenant: Tenant,
+    files: Iterable[Upload],
+    user: Any = None,
+    collection: Collection | None = None,
+    access: list[str] | None = None,
 ) -> Batch:
     """Upload every file as a new document of one batch (into ``collection``, else the tenant's
-    default one); refusals are recorded per file."""
+    default one; with ``access``, checked principal keys, each document's own list); refusals are
+    recorded per file."""
     owner = user if isinstance(user, get_user_model()) else None
     batch = Batch.objects.create(tenant=tenant, created_by=owner)
     for position, upload in enumerate(files):
         item = BatchItem(batch=batch, position=position, filename=upload.filename[:255])
         try:
             result = document_upload(
-                tenant=tenant, data=upload.data, filename=upload.filename, user=user, collection=collection
+                tenant=tenant,
+                data=upload.data,
+                filename=upload.filename,
+                user=user,
+                collection=collection,
+                access=access,
             )
         except UploadRejected as exc:
             item.error_code, item.error_message = str(exc.code), exc.message[:300]

@@ -230,13 +230,17 @@ class CollectionCounts:
     chunks: int = 0
 
 
-def collection_counts(collections: list[Collection]) -> dict[Any, CollectionCounts]:
+def collection_counts(
+    collections: list[Collection], visible: QuerySet[Document] | None = None
+) -> dict[Any, CollectionCounts]:
     """Documents by state and published chunks per collection, in two queries whatever the
-    number of collections or documents."""
+    number of collections or documents; with ``visible`` (``selectors.visible_documents``) only
+    the documents the caller may see count."""
     ids = [c.pk for c in collections]
     counts = {pk: CollectionCounts() for pk in ids}
+    documents = Document.objects.all() if visible is None else visible
     by_state = (
-        Document.objects.filter(collection_id__in=ids, deleted_at=None)
+        documents.filter(collection_id__in=ids, deleted_at=None)
         .values("collection_id", "latest_version__job__status")
         .annotate(n=Count("pk"))
     )
@@ -245,8 +249,11 @@ def collection_counts(collections: list[Collection]) -> dict[Any, CollectionCoun
         entry = counts[row["collection_id"]]
         entry.documents[state] += row["n"]
         entry.documents["total"] += row["n"]
+    chunks_of = Chunk.objects.all()
+    if visible is not None:
+        chunks_of = chunks_of.filter(version__document__in=visible.values("pk"))
     chunks = (
-        Chunk.objects.filter(
+        chunks_of.filter(
             version__document__collection_id__in=ids,
             version__document__deleted_at=None,
             version__document__published_version_id=F("version_id"),

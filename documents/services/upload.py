@@ -24,6 +24,7 @@ from documents.engines.validation import UploadRejected, ValidatedUpload, valida
 from documents.kinds import INGEST as KIND
 from documents.models import Collection, Document, DocumentVersion, Tenant
 from documents.parsers.word import DocxLimits
+from documents.services.access import grants_for_new_document
 from documents.services.attributes import check_attributes
 from documents.services.collections import default_collection
 from documents.services.dedup import processing_key, reusable_version
@@ -106,6 +107,7 @@ def document_upload(
     attributes: Any = None,
     collection: Collection | None = None,
     chunking: dict[str, Any] | None = None,
+    access: list[str] | None = None,
 ) -> UploadResult:
     """Upload a new document, or (with ``document``) a new version of one.
 
@@ -113,7 +115,9 @@ def document_upload(
     given); a new version stays in its document's collection.
 
     ``attributes`` (decoded JSON, optional) become the document's attributes; for a new version
-    they replace the document's, like ``title``.
+    they replace the document's, like ``title``. ``access`` (principal keys checked by
+    ``documents.services.access.check_principals``) is a new document's own access list; without
+    it the document inherits its collection's.
 
     Raises :class:`UploadRejected` (with its own code and HTTP status) when the file is refused,
     and ``DocumentInputError`` for bad attributes; nothing is stored then.
@@ -137,7 +141,16 @@ def document_upload(
     stored = default_storage.save(_generated_name(tenant, checked), ContentFile(checked.content))
     try:
         return _create_version(
-            tenant, checked, stored, title, checked_attributes, user, document, collection, chunking
+            tenant,
+            checked,
+            stored,
+            title,
+            checked_attributes,
+            user,
+            document,
+            collection,
+            chunking,
+            access=access,
         )
     except BaseException:
         default_storage.delete(stored)  # nothing half-made stays behind
@@ -161,6 +174,7 @@ def _create_version(
     *,
     again_from: DocumentVersion | None = None,
     actor: Actor = Actor.USER,
+    access: list[str] | None = None,
 ) -> UploadResult:
     """The version row and its job in one transaction; with ``again_from`` (process again) only
     while that version is still the document's latest, so two clicks make one new version."""
@@ -177,7 +191,9 @@ def _create_version(
                 title=(title or checked.safe_name)[:300],
                 created_by=owner,
                 attributes=attributes or {},
+                access=access,
             )
+            grants_for_new_document(document)
         else:
             # Lock the document: two concurrent uploads must not both become version N+1.
             document = Document.objects.select_for_update().get(pk=document.pk)

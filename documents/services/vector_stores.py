@@ -16,7 +16,7 @@ from typing import Any
 
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Sum
+from django.db.models import Count, QuerySet, Sum
 from django.utils import timezone
 
 from documents.models import (
@@ -199,6 +199,7 @@ def file_attach(
     chunking_strategy: Any = None,
     user: Any = None,
     batch: VectorStoreFileBatch | None = None,
+    access: list[str] | None = None,
 ) -> Document:
     """Attach a file object to the store: its bytes become a document of the collection (the
     upload service checks them, a job processes them) that keeps the file's id. Attaching it
@@ -226,6 +227,7 @@ def file_attach(
                 attributes=attributes,
                 collection=collection,
                 chunking=chunking,
+                access=access,
             )
             Document.objects.filter(pk=result.document.pk).update(
                 file_id=obj.pk,
@@ -240,14 +242,16 @@ def file_attach(
     return live_files(collection).get(pk=result.document.pk)
 
 
-def live_files(collection: Collection) -> Any:
-    """The store's files: every live document of the collection, with its latest job."""
-    return Document.objects.filter(collection=collection, deleted_at=None).select_related(
-        "latest_version__job"
-    )
+def live_files(collection: Collection, visible: QuerySet[Document] | None = None) -> Any:
+    """The store's files: every live document of the collection (of ``visible`` when given:
+    ``selectors.visible_documents``, what the caller may see), with its latest job."""
+    documents = Document.objects.all() if visible is None else visible
+    return documents.filter(collection=collection, deleted_at=None).select_related("latest_version__job")
 
 
-def attached_file(tenant: Tenant, ref: str, file_id: str) -> Document | None:
+def attached_file(
+    tenant: Tenant, ref: str, file_id: str, visible: QuerySet[Document] | None = None
+) -> Document | None:
     """A store's file (its document) with its version and job in one query (the SDK polls it)."""
     if not isinstance(ref, str) or not ref.startswith("vs_"):
         return None
@@ -255,17 +259,19 @@ def attached_file(tenant: Tenant, ref: str, file_id: str) -> Document | None:
         pk = uuid.UUID(ref[3:])
     except ValueError:
         return None
-    found = Document.objects.filter(
-        collection_id=pk, collection__tenant=tenant, deleted_at=None, file_id=file_id
-    )
+    documents = Document.objects.all() if visible is None else visible
+    found = documents.filter(collection_id=pk, collection__tenant=tenant, deleted_at=None, file_id=file_id)
     result: Document | None = found.select_related("latest_version__job").first()
     return result
 
 
-def document_of_file(tenant: Tenant, file_id: str) -> Document | None:
-    """The tenant's live document with this /v1 file id, with its latest version (a file made
-    outside /v1 has no file object; its document answers for it)."""
-    found = Document.objects.filter(tenant=tenant, deleted_at=None, file_id=file_id)
+def document_of_file(
+    tenant: Tenant, file_id: str, visible: QuerySet[Document] | None = None
+) -> Document | None:
+    """The tenant's live document with this /v1 file id (of ``visible`` when given), with its
+    latest version (a file made outside /v1 has no file object; its document answers for it)."""
+    documents = Document.objects.all() if visible is None else visible
+    found = documents.filter(tenant=tenant, deleted_at=None, file_id=file_id)
     result: Document | None = found.select_related("latest_version").order_by("created_at").first()
     return result
 

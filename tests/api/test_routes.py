@@ -23,6 +23,8 @@ IDS = {
     "query_set_id": "3d3d8c1e-3c4f-4a5e-9d0f-1a2b3c4d5e6f",
     "run_id": "4e4e8c1e-3c4f-4a5e-9d0f-1a2b3c4d5e6f",
     "other_id": "5f5f8c1e-3c4f-4a5e-9d0f-1a2b3c4d5e6f",
+    "group_id": "11",
+    "user_id": "12",
 }
 
 

