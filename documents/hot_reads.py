@@ -18,10 +18,13 @@ from functools import cache
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from rest_framework.authtoken.models import Token
 
-from documents.models import Document, DocumentVersion, Membership, Tenant
+from documents.models import Document, DocumentGrant, DocumentVersion, Membership, Tenant, WorkspaceGroup
+from documents.principals import EVERYONE, VIEW_ALL, Viewer, user_key
 from jobs.models import Job
 
 
@@ -136,15 +139,56 @@ def _version_query(vendor: str) -> tuple[str, _Part, _Part]:
     return _joined([version, job], tail), version, job
 
 
-def version_with_job(tenant_id: Any, document_id: uuid.UUID, job_id: uuid.UUID) -> DocumentVersion | None:
+@cache
+def _visible_condition(vendor: str) -> str:
+    """Document ``d`` is visible to a user in a workspace (params: is superuser, user id twice,
+    the user's key, user id, tenant id), as ``documents.selectors.visible_documents`` decides
+    with ``viewer_for``'s keys and ``view_all_documents``, but read inside the one query."""
+    user_model = get_user_model()
+    user_groups = user_model.groups.through
+    user_perms = user_model.user_permissions.through
+    group_perms = Group.permissions.through
+    ug_group, ug_user = _col("ug", user_groups, "group"), _col("ug", user_groups, "user")
+    sees_all = (
+        f"EXISTS (SELECT 1 FROM {_table(Permission, 'p')} "
+        f"INNER JOIN {_table(ContentType, 'ct')} ON {_col('ct', ContentType, 'id')} = "
+        f"{_col('p', Permission, 'content_type')} "
+        f"WHERE {_col('ct', ContentType, 'app_label')} = 'documents' "
+        f"AND {_col('p', Permission, 'codename')} = '{VIEW_ALL.split('.')[1]}' "
+        f"AND ({_col('p', Permission, 'id')} IN (SELECT {_col('up', user_perms, 'permission')} "
+        f"FROM {_table(user_perms, 'up')} WHERE {_col('up', user_perms, 'user')} = %s) "
+        f"OR {_col('p', Permission, 'id')} IN (SELECT {_col('gp', group_perms, 'permission')} "
+        f"FROM {_table(group_perms, 'gp')} INNER JOIN {_table(user_groups, 'ug')} "
+        f"ON {ug_group} = {_col('gp', group_perms, 'group')} WHERE {ug_user} = %s)))"
+    )
+    principal = _col("g", DocumentGrant, "principal")
+    granted = (
+        f"EXISTS (SELECT 1 FROM {_table(DocumentGrant, 'g')} "
+        f"WHERE {_col('g', DocumentGrant, 'document')} = {_col('d', Document, 'id')} "
+        f"AND ({principal} IN ('{EVERYONE}', %s) "
+        f"OR {principal} IN (SELECT 'group:' || CAST({ug_group} AS TEXT) FROM {_table(user_groups, 'ug')} "
+        f"INNER JOIN {_table(WorkspaceGroup, 'wg')} ON {_col('wg', WorkspaceGroup, 'group')} = {ug_group} "
+        f"WHERE {ug_user} = %s AND {_col('wg', WorkspaceGroup, 'tenant')} = %s)))"
+    )
+    return f" AND (%s OR {sees_all} OR {granted})"
+
+
+def version_with_job(
+    tenant_id: Any, document_id: uuid.UUID, job_id: uuid.UUID, *, visible_to: Viewer | None = None
+) -> DocumentVersion | None:
     """The version whose job is ``job_id`` (job loaded with it), if that job belongs to document
-    ``document_id`` of tenant ``tenant_id``; otherwise None."""
+    ``document_id`` of tenant ``tenant_id`` and, with ``visible_to``, that caller may see the
+    document; otherwise None."""
     sql, version_part, job_part = _version_query(connection.vendor)
     params = [
         Document._meta.get_field("tenant").get_db_prep_value(tenant_id, connection),
         Document._meta.pk.get_db_prep_value(document_id, connection),
         Job._meta.pk.get_db_prep_value(job_id, connection),
     ]
+    if visible_to is not None and visible_to.user_id is not None:
+        user_id = visible_to.user_id
+        sql += _visible_condition(connection.vendor)
+        params += [visible_to.sees_all_already, user_id, user_id, user_key(user_id), user_id, tenant_id]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
@@ -20,7 +19,7 @@ from django.db.models.functions import Lower
 from documents.hot_reads import version_with_job
 from documents.kinds.ingest import PIPELINE
 from documents.models import Document, DocumentGrant, DocumentVersion, Membership, Tenant, WorkspaceGroup
-from documents.principals import EVERYONE, Viewer, group_key, user_key
+from documents.principals import EVERYONE, VIEW_ALL, Viewer, group_key, user_key
 from jobs.models import Status
 
 # The combined words a document's state can show, from the job kind's own bundle.
@@ -50,17 +49,23 @@ def viewer_for(user: Any, tenant: Tenant) -> Viewer:
     see every document (``documents.view_all_documents``) and whether they administer the
     workspace. Read anew on each call (a view keeps it for its request): a membership change
     takes effect on the next request."""
-    groups = WorkspaceGroup.objects.filter(tenant=tenant, group__user=user).values_list("pk", flat=True)
-    keys = (EVERYONE, user_key(user.pk), *sorted(group_key(g) for g in groups))
-    admin = (
-        bool(user.is_superuser) or Membership.objects.filter(user=user, tenant=tenant, is_admin=True).exists()
-    )
+
+    def keys() -> tuple[str, ...]:
+        groups = WorkspaceGroup.objects.filter(tenant=tenant, group__user=user).values_list("pk", flat=True)
+        return (EVERYONE, user_key(user.pk), *sorted(group_key(g) for g in groups))
+
+    def is_admin() -> bool:
+        if user.is_superuser:
+            return True
+        return Membership.objects.filter(user=user, tenant=tenant, is_admin=True).exists()
+
     return Viewer(
         tenant_id=tenant.pk,
         user_id=user.pk,
         keys=keys,
-        sees_all=bool(user.has_perm("documents.view_all_documents")),
-        is_admin=admin,
+        sees_all=lambda: bool(user.has_perm(VIEW_ALL)),
+        is_admin=is_admin,
+        is_superuser=bool(user.is_superuser),
     )
 
 
@@ -120,7 +125,7 @@ def access_document_to_manage(viewer: Viewer, document_id: Any) -> Document | No
     workspace admin any live document of the workspace (an admin may have to let themselves
     in, or repair a list that leaves everyone out)."""
     if viewer.is_admin:
-        return access_document(replace(viewer, sees_all=True), document_id)
+        return access_document(viewer.seeing_all(), document_id)
     return access_document(viewer, document_id)
 
 
@@ -133,11 +138,9 @@ def access_version_by_job(viewer: Viewer, document_id: Any, job_id: Any) -> Docu
     # Every status poll makes this read: SQL built once per process, same conditions as
     # DocumentVersion.objects.select_related("job").filter(document__tenant=tenant,
     # document_id=..., job_id=..., deleted_at=None, document__deleted_at=None).
-    version = version_with_job(viewer.tenant_id, doc_pk, job_pk)
-    if version is None or viewer.principals is None:
-        return version
-    allowed = DocumentGrant.objects.filter(document_id=doc_pk, principal__in=list(viewer.principals)).exists()
-    return version if allowed else None
+    # The access check is part of that one query (the caller's groups and permissions read
+    # there, not before it): a status poll stays one query.
+    return version_with_job(viewer.tenant_id, doc_pk, job_pk, visible_to=viewer)
 
 
 def state_filter(word: str) -> Q:

@@ -281,3 +281,38 @@ def test_a_batch_carries_one_access_list_for_its_documents(acme: dict[str, Any])
     assert len(ids) == 2
     assert not ids & listed_ids(bob)[0]
     assert ids <= listed_ids(alice)[0]
+
+
+def test_the_status_poll_sees_through_a_group_or_the_view_all_permission_in_its_one_query(
+    acme: dict[str, Any], django_assert_num_queries: Any
+) -> None:
+    """The status endpoint checks access inside its version query (the caller's groups and
+    permissions read there): a group on the list, or view_all_documents given through a Django
+    group, lets bob in; without them it is the 404 of a missing id."""
+    from django.contrib.auth.models import Group, Permission
+
+    alice, bob, secret = acme["alice"], acme["bob"], acme["secret"]
+    status = secret["status_url"]
+    assert_error(bob.client.get(status), 404, "not_found")
+    made = alice.client.post("/api/groups", {"name": "Payroll"}, format="json")
+    assert made.status_code == 201, made.content
+    group = made.json()
+    put = alice.client.put(
+        f"/api/documents/{secret['document_id']}/access",
+        {"inherit": False, "principals": [f"user:{user_id(alice)}", group["key"]]},
+        format="json",
+    )
+    assert put.status_code == 200, put.content
+    assert_error(bob.client.get(status), 404, "not_found")  # not a member yet
+    added = alice.client.post(f"/api/groups/{group['id']}/members", {"user_id": user_id(bob)}, format="json")
+    assert added.status_code in (200, 201), added.content
+    with django_assert_num_queries(2):  # the token, then the version with its access check
+        assert bob.client.get(status).status_code == 200
+    # Out of the group again; then view_all_documents through a plain Django group.
+    removed = alice.client.delete(f"/api/groups/{group['id']}/members/{user_id(bob)}")
+    assert removed.status_code in (200, 204), removed.content
+    assert_error(bob.client.get(status), 404, "not_found")
+    auditors = Group.objects.create(name="auditors")
+    auditors.permissions.add(Permission.objects.get(codename="view_all_documents"))
+    get_user_model().objects.get(username=bob.username).groups.add(auditors)
+    assert bob.client.get(status).status_code == 200
