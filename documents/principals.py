@@ -56,6 +56,11 @@ class Viewer:
         return self._is_admin() if callable(self._is_admin) else self._is_admin
 
     @property
+    def loaded(self) -> bool:
+        """Keys and permission known (given, or read already): nothing is left to read."""
+        return not callable(self._keys) or ("keys" in self.__dict__ and "sees_all" in self.__dict__)
+
+    @property
     def sees_all_already(self) -> bool:
         """Known to see every document without reading anything (a superuser, or said so)."""
         return self.is_superuser or self._sees_all is True

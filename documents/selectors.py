@@ -13,8 +13,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
-from django.db.models.functions import Lower
+from django.contrib.auth.models import Permission
+from django.db.models import CharField, Exists, OuterRef, Q, QuerySet, Value
+from django.db.models.functions import Cast, Concat, Lower
 
 from documents.hot_reads import version_with_job
 from documents.kinds.ingest import PIPELINE
@@ -70,11 +71,31 @@ def viewer_for(user: Any, tenant: Tenant) -> Viewer:
 
 
 def visible_documents(viewer: Viewer) -> QuerySet[Document]:
-    """The live documents of the viewer's workspace that the viewer may see: the only rule."""
+    """The live documents of the viewer's workspace that the viewer may see: the only rule.
+
+    For a caller whose groups and permissions are not read yet, they are read inside the query
+    this set becomes part of (subqueries), not before it: a poll of one file stays one query."""
     documents = Document.objects.filter(tenant_id=viewer.tenant_id, deleted_at=None)
-    if viewer.principals is None:
+    if viewer.sees_all_already:
         return documents
-    return documents.filter(_granted(viewer.principals))
+    if viewer.user_id is None or viewer.loaded:
+        if viewer.principals is None:
+            return documents
+        return documents.filter(_granted(viewer.principals))
+    user_id = viewer.user_id
+    group_keys = (
+        WorkspaceGroup.objects.filter(tenant_id=viewer.tenant_id, group__user=user_id)
+        .annotate(principal_key=Concat(Value("group:"), Cast("pk", output_field=CharField())))
+        .values("principal_key")
+    )
+    granted = DocumentGrant.objects.filter(document_id=OuterRef("pk")).filter(
+        Q(principal__in=[EVERYONE, user_key(user_id)]) | Q(principal__in=group_keys)
+    )
+    app_label, codename = VIEW_ALL.split(".")
+    sees_all = Permission.objects.filter(codename=codename, content_type__app_label=app_label).filter(
+        Q(user=user_id) | Q(group__user=user_id)
+    )
+    return documents.filter(Q(Exists(sees_all)) | Q(Exists(granted)))
 
 
 def _granted(keys: Sequence[str]) -> Q:
