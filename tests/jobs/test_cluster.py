@@ -131,4 +131,7 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return Path(f"/proc/{pid}/status").read_text().find("State:\tZ") < 0
+    try:
+        return Path(f"/proc/{pid}/status").read_text().find("State:\tZ") < 0
+    except OSError:  # gone between the open and the read (ProcessLookupError), or before it
+        return False
