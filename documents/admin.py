@@ -24,6 +24,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from documents.admin_access import make_admins, remove_admins
+from documents.admin_base import ReadOnlyAdmin
 from documents.kinds import INGEST as KIND
 from documents.kinds import REINDEX as REINDEX_KIND
 from documents.models import (
@@ -146,19 +147,6 @@ def job_link(job: Job | None) -> str:
     return format_html(
         '<a href="{}">{}</a>', reverse("admin:jobs_job_change", args=[job.pk]), job.state_word()
     )
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows created and changed by services only: the admin shows them."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 # --- tenants: the quotas are what an operator edits here ------------------------------------

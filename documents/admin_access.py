@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from documents.admin_base import ReadOnlyAdmin
 from documents.models import AccessChange, Membership, Tenant, WorkspaceGroup
 from documents.principals import Viewer
 from documents.services.access import AccessInputError
@@ -125,7 +126,7 @@ def remove_admins(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Memb
 
 
 @admin.register(AccessChange)
-class AccessChangeAdmin(admin.ModelAdmin):
+class AccessChangeAdmin(ReadOnlyAdmin):
     """Who changed which list, when, from what to what: read only."""
 
     list_display = (
@@ -141,12 +142,3 @@ class AccessChangeAdmin(admin.ModelAdmin):
     list_select_related = ("tenant",)
     search_fields = ("=subject_id", "subject_name", "changed_by_name")
     date_hierarchy = "changed_at"
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
