@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -49,38 +48,24 @@ def pgvector_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.cleanup()
 
 
-def test_the_retrieval_tests_pass_on_a_real_pgvector_server(pgvector_url: str, tmp_path: Path) -> None:
-    env = {**os.environ, "DATABASE_URL": pgvector_url, "REQUIRE_PGVECTOR": "1", "PYTHONPATH": str(ROOT)}
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "tests/documents/test_retrieval.py",
-        "tests/documents/test_relevance_modes.py",
-    ]
+def run_on_pgvector(url: str, *test_files: str) -> None:
+    """``test_files`` run in a child pytest against the private pgvector server at ``url``:
+    every test passes and none skips."""
+    env = {**os.environ, "DATABASE_URL": url, "REQUIRE_PGVECTOR": "1", "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *test_files]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     assert " passed" in result.stdout and "skipped" not in result.stdout
+
+
+def test_the_retrieval_tests_pass_on_a_real_pgvector_server(pgvector_url: str) -> None:
+    run_on_pgvector(
+        pgvector_url, "tests/documents/test_retrieval.py", "tests/documents/test_relevance_modes.py"
+    )
 
 
 def test_the_access_tests_pass_on_a_real_pgvector_server(pgvector_url: str) -> None:
     """Access lists inside pgvector's queries: every mode finds exactly what each user may see.
     A child of its own: these tests' transactional cases must not share a process (and its
     memory of the HNSW indexes made) with the retrieval tests'."""
-    env = {**os.environ, "DATABASE_URL": pgvector_url, "REQUIRE_PGVECTOR": "1", "PYTHONPATH": str(ROOT)}
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "tests/documents/test_access.py",
-        "tests/documents/test_access_property.py",
-    ]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    assert " passed" in result.stdout and "skipped" not in result.stdout
+    run_on_pgvector(pgvector_url, "tests/documents/test_access.py", "tests/documents/test_access_property.py")
