@@ -22,11 +22,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "browser: drives a real Chromium through Playwright (screenshots)")
 
 
-def make_staff(username: str, *codenames: str) -> User:
+def make_staff(username: str, *codenames: str, app: str = "jobs") -> User:
     user = User.objects.create_user(username=username, password="pw", is_staff=True)
-    user.user_permissions.set(
-        Permission.objects.filter(content_type__app_label="jobs", codename__in=codenames)
-    )
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label=app, codename__in=codenames))
     return user
 
 

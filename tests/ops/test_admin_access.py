@@ -4,23 +4,19 @@ read the audit of access changes, which nobody can add, change or delete there."
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.test import Client
 
 from documents.models import AccessChange, Membership, WorkspaceGroup
 from documents.services.accounts import user_create_in_tenant
 from documents.services.groups import group_members
-from tests.ops.conftest import login
+from tests.ops.conftest import login, make_staff
 
 pytestmark = pytest.mark.django_db
 
 
 def staff(*codenames: str) -> Client:
-    user = User.objects.create_user(username="cora", password="pw", is_staff=True)
-    user.user_permissions.set(
-        Permission.objects.filter(content_type__app_label="documents", codename__in=codenames)
-    )
-    return login(user)
+    return login(make_staff("cora", *codenames, app="documents"))
 
 
 def test_an_operator_makes_a_group_with_members_renames_and_deletes_it():

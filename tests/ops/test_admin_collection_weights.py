@@ -4,23 +4,18 @@ change there); a pair that would leave search nothing to rank by is refused, unc
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from documents.models import Collection
 from documents.services.collections import collection_create
-from tests.ops.conftest import login
+from tests.ops.conftest import login, make_staff
 from tests.ops.helpers import tenant
 
 pytestmark = pytest.mark.django_db
 
 
 def staff(*codenames: str) -> Client:
-    user = User.objects.create_user(username="cora", password="pw", is_staff=True)
-    user.user_permissions.set(
-        Permission.objects.filter(content_type__app_label="documents", codename__in=codenames)
-    )
-    return login(user)
+    return login(make_staff("cora", *codenames, app="documents"))
 
 
 def change(client: Client, collection: Collection, text: str, embedding: str) -> object:
