@@ -10,11 +10,11 @@ class DocumentsConfig(AppConfig):
     def ready(self) -> None:
         import documents.checks  # noqa: F401  (registers the system checks)
         from documents.audit import LEFTOVERS
-        from documents.engines.ocr import tesseract_leftover_age
         from documents.kinds import evaluate, ingest, reindex
         from documents.services.delete import deletions_sweep
         from documents.services.process_again import PROCESS_AGAIN
         from documents.services.quotas import tenant_quota
+        from documents.stages.ocr import tesseract_leftover_age
         from documents.webhooks.delivery import webhook_messages_sweep
         from jobs.audit import register_check
         from jobs.quotas import register_provider

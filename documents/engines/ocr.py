@@ -16,6 +16,9 @@ Failures are classified for the job engine: a missing or failing engine raises
 ``StageFailure("ocr_engine_unavailable")``, a tesseract run past its timeout or its CPU budget
 ``StageFailure("ocr_timeout")``, one ended by a signal (out of memory) ``StageFailure("resource_limit")``.
 Language codes are tesseract's (``eng``, ``chi_sim``) for both engines.
+
+No Django here: the sandbox child imports this module. Every option (engine, languages, timeout,
+threads) comes in as a plain value; the worker reads them from its settings.
 """
 
 # long-module: two engines behind one protocol, with the choice between them and their failure
@@ -257,23 +260,17 @@ class RapidOcrEngine:
 
 
 # --- choosing an engine -------------------------------------------------------------------------
-# The worker's side: it reads the settings and sends the options to the sandbox child, which
-# never imports Django (its walls show it no settings, and it needs none: see build_engine).
+# Plain values in, no settings read: the sandbox child imports this module and has no Django. The
+# worker reads its settings (documents/stages/ocr.py) and passes what they say, to these functions
+# and, with every page, to the child (documents/sandbox/ocr_page.py builds its engine from them).
 _instances: dict[str, OcrEngine] = {}
 _instances_lock = threading.Lock()
 
 
-def tesseract_leftover_age() -> float:
-    """Seconds after which no live tesseract run can still use its temp files: it is killed at
-    its timeout, and its caller removes them right after."""
-    from django.conf import settings  # the worker's side only (see above), as in the others below
-
-    return settings.OCR_TESSERACT_TIMEOUT + 60
-
-
-def build_engine(name: str, *, tesseract_timeout: float, rapidocr_threads: int = 0) -> OcrEngine:
-    """A new engine called ``name`` with these options (no settings read: the sandbox child
-    builds its engines with this, from the options the worker sends)."""
+def build_engine(
+    name: str, *, tesseract_timeout: float = DEFAULT_TESSERACT_TIMEOUT, rapidocr_threads: int = 0
+) -> OcrEngine:
+    """A new engine called ``name`` with these options."""
     if name == TESSERACT:
         return TesseractEngine(timeout=tesseract_timeout)
     if name == RAPIDOCR:
@@ -281,28 +278,12 @@ def build_engine(name: str, *, tesseract_timeout: float, rapidocr_threads: int =
     raise StageFailure(OCR_ENGINE_UNAVAILABLE.code, f"unknown OCR engine {name!r}")
 
 
-def tesseract_timeout() -> float:
-    from django.conf import settings
-
-    return settings.OCR_TESSERACT_TIMEOUT
-
-
-def rapidocr_threads() -> int:
-    from django.conf import settings
-
-    return settings.OCR_RAPIDOCR_THREADS
-
-
-def _build_engine(name: str) -> OcrEngine:
-    return build_engine(name, tesseract_timeout=tesseract_timeout(), rapidocr_threads=rapidocr_threads())
-
-
 def _instance(name: str) -> OcrEngine:
     if name not in ENGINE_NAMES:
         raise StageFailure(OCR_ENGINE_UNAVAILABLE.code, f"unknown OCR engine {name!r}")
     with _instances_lock:
         if name not in _instances:
-            _instances[name] = _build_engine(name)
+            _instances[name] = build_engine(name)
         return _instances[name]
 
 
@@ -312,24 +293,24 @@ def available_engines() -> list[str]:
 
 
 def get_engine(name: str) -> OcrEngine:
-    """The process-wide engine called ``name``; ``ocr_engine_unavailable`` if unknown or not installed."""
+    """The process-wide engine called ``name``, with its default options (the worker uses it to
+    learn what is installed; pages are read in the sandbox child, by engines built there from the
+    worker's options); ``ocr_engine_unavailable`` if unknown or not installed."""
     engine = _instance(name)
     if not engine.available():
         raise StageFailure(OCR_ENGINE_UNAVAILABLE.code, f"OCR engine {name!r} is not installed")
     return engine
 
 
-def default_engine_name(preferred: str | None = None) -> str:
-    """The engine to use: ``preferred`` (else the ``OCR_ENGINE`` setting) when installed, else any installed.
+def default_engine_name(preferred: str = "") -> str:
+    """The engine to use: ``preferred`` (the worker passes its ``OCR_ENGINE`` setting) when
+    installed, else any installed.
 
     Raises ``ocr_engine_unavailable`` when no engine is installed at all.
     """
-    from django.conf import settings
-
     installed = available_engines()
-    wanted = preferred if preferred is not None else settings.OCR_ENGINE
-    if wanted in installed:
-        return wanted
+    if preferred in installed:
+        return preferred
     if installed:
         return installed[0]
     raise StageFailure(OCR_ENGINE_UNAVAILABLE.code, "no OCR engine is installed (tesseract or rapidocr)")

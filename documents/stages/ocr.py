@@ -27,7 +27,7 @@ from jobs.context import StageContext
 
 
 def engine_for(hints: dict[str, object]) -> str:
-    name = ocr.default_engine_name()
+    name = ocr.default_engine_name(settings.OCR_ENGINE)
     if hints.get("ocr_engine") == "alternative":
         return ocr.alternative_engine_name(name) or name
     return name
@@ -39,13 +39,21 @@ def batch_size_for(hints: dict[str, object]) -> int:
 
 
 def options_for(engine_name: str) -> OcrOptions:
+    """What the sandbox child reads a page with: every OCR setting it needs, as plain values (it
+    has no settings of its own)."""
     return OcrOptions(
         engine=engine_name,
         dpi=settings.OCR_DPI,
         max_pixels=settings.DOCUMENTS_MAX_RENDER_PIXELS,
-        tesseract_timeout=ocr.tesseract_timeout(),
-        rapidocr_threads=ocr.rapidocr_threads(),
+        tesseract_timeout=settings.OCR_TESSERACT_TIMEOUT,
+        rapidocr_threads=settings.OCR_RAPIDOCR_THREADS,
     )
+
+
+def tesseract_leftover_age() -> float:
+    """Seconds after which no live tesseract run can still use its temp files: it is killed at
+    its timeout, and its caller removes them right after."""
+    return settings.OCR_TESSERACT_TIMEOUT + 60
 
 
 def run(ctx: StageContext) -> None:

@@ -15,6 +15,7 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from documents.engines import ocr
+from documents.stages import ocr as ocr_stage
 from jobs.errors import StageFailure
 
 # Runs the OCR engines: left out of the fast tier.
@@ -189,31 +190,29 @@ def test_unknown_engine_is_unavailable() -> None:
 
 
 @pytest.mark.usefixtures("both_engines")
-def test_tesseract_is_the_default_and_rapidocr_its_alternative(settings) -> None:
-    settings.OCR_ENGINE = ""
-
+def test_tesseract_is_the_default_and_rapidocr_its_alternative() -> None:
     assert ocr.default_engine_name() == "tesseract"
     assert ocr.alternative_engine_name("tesseract") == "rapidocr"
     assert ocr.alternative_engine_name("rapidocr") == "tesseract"
 
 
 @pytest.mark.usefixtures("both_engines")
-def test_preference_from_argument_or_setting_wins_when_installed(settings) -> None:
-    settings.OCR_ENGINE = "rapidocr"
-
-    assert ocr.default_engine_name() == "rapidocr"
+def test_the_preferred_engine_wins_when_installed_and_the_worker_prefers_its_setting(settings) -> None:
+    assert ocr.default_engine_name("rapidocr") == "rapidocr"
     assert ocr.default_engine_name("tesseract") == "tesseract"
+    settings.OCR_ENGINE = "rapidocr"
+    assert ocr_stage.engine_for({}) == "rapidocr"
+    assert ocr_stage.engine_for({"ocr_engine": "alternative"}) == "tesseract"
+    settings.OCR_ENGINE = ""
+    assert ocr_stage.engine_for({}) == "tesseract"
 
 
 @pytest.mark.usefixtures("both_engines")
-def test_whichever_engine_is_installed_is_used(
-    settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    settings.OCR_ENGINE = "tesseract"
+def test_whichever_engine_is_installed_is_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # tesseract disappears; rapidocr is a Python package
 
     assert ocr.available_engines() == ["rapidocr"]
-    assert ocr.default_engine_name() == "rapidocr"
+    assert ocr.default_engine_name("tesseract") == "rapidocr"
     assert ocr.alternative_engine_name("rapidocr") is None
 
 
