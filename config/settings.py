@@ -376,6 +376,10 @@ OCR_BATCH_SIZE = env_int("OCR_BATCH_SIZE", 4)
 OCR_DPI = env_int("OCR_DPI", 200)
 OCR_TESSERACT_TIMEOUT = env_float("OCR_TESSERACT_TIMEOUT", 120)
 OCR_RAPIDOCR_THREADS = env_int("OCR_RAPIDOCR_THREADS", 0)  # 0: rapidocr's own choice
+# Tesseract's language codes, joined by "+" as its -l option takes them (rapidocr reads eng and chi_sim).
+OCR_LANGUAGES = tuple(
+    code.strip() for code in os.environ.get("OCR_LANGUAGES", "").replace(",", "+").split("+") if code.strip()
+) or ("eng", "chi_sim")
 CHUNK_TARGET_TOKENS = env_int("CHUNK_TARGET_TOKENS", 350)
 CHUNK_MAX_TOKENS = env_int("CHUNK_MAX_TOKENS", 500)
 EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 64)

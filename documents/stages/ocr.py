@@ -47,6 +47,7 @@ def options_for(engine_name: str) -> OcrOptions:
         max_pixels=settings.DOCUMENTS_MAX_RENDER_PIXELS,
         tesseract_timeout=settings.OCR_TESSERACT_TIMEOUT,
         rapidocr_threads=settings.OCR_RAPIDOCR_THREADS,
+        languages=settings.OCR_LANGUAGES,
     )
 
 

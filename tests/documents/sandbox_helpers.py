@@ -6,6 +6,7 @@ Loaded by the sandbox child through ``DOCUMENTS_SANDBOX_EXTRA_MODULES``; never i
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
@@ -43,6 +44,11 @@ def environment() -> list[str]:
     return sorted(os.environ)
 
 
+def modules(package: str) -> list[str]:
+    """The modules of ``package`` this child has imported so far."""
+    return sorted(name for name in sys.modules if name.split(".")[0] == package)
+
+
 SANDBOX_ENTRYPOINTS: dict[str, Any] = {
     "test.spin": spin,
     "test.burn": burn,
@@ -50,4 +56,5 @@ SANDBOX_ENTRYPOINTS: dict[str, Any] = {
     "test.crash": crash,
     "test.pid": pid,
     "test.environment": environment,
+    "test.modules": modules,
 }

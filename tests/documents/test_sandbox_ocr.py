@@ -8,8 +8,11 @@ the child itself), and a cancel kills the child together with its tesseract proc
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import importlib.util
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +25,7 @@ from documents.engines import ocr
 from documents.sandbox import runner as sandbox
 from documents.sandbox.child import TEMP_DIR_ENV
 from documents.sandbox.ocr_page import OcrOptions
+from documents.stages.ocr import options_for
 from jobs.errors import CancelRequested, StageFailure
 from tests.conftest import wait_for
 from tests.documents import files
@@ -70,6 +74,55 @@ def test_a_scanned_page_is_rendered_and_read_in_the_child(tmp_path: Path) -> Non
     assert files.SCANNED_PHRASE in str(answer["text"])
     white = files.save(tmp_path, "white.png", files.one_pixel_png())
     assert recognize(white, "png", OcrOptions(engine="tesseract")) == {"blank": True, "text": ""}
+
+
+def django_imports(module: str) -> list[str]:
+    """Where ``module``'s source imports Django, at its top or inside a function."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None, module
+    found = []
+    for node in ast.walk(ast.parse(Path(spec.origin).read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        else:
+            continue
+        found += [f"{module}:{node.lineno}" for name in names if name.split(".")[0] == "django"]
+    return found
+
+
+def test_the_child_reads_with_the_ocr_settings_the_worker_sends_and_imports_no_django(
+    tmp_path: Path, settings: DjangoSettings
+) -> None:
+    """The worker reads the OCR settings and sends them with each page; the child (a fresh
+    interpreter, walled in where bubblewrap is there) reads the page with them and has no Django
+    to read settings with: none imported, and none importable by any code path it loaded."""
+    require("tesseract")
+    settings.DOCUMENTS_SANDBOX_EXTRA_MODULES = ["tests.documents.sandbox_helpers"]
+    image = files.text_image([files.CHINESE_SCANNED_PHRASE], font=files.CJK_FONT)
+    page = files.save(tmp_path, "chinese.png", files.image_bytes(image, "PNG"))
+    child = sandbox.sandbox_call("test.pid", source=page)
+
+    settings.OCR_LANGUAGES = ("eng",)
+    english = str(recognize(page, "png", options_for("tesseract"))["text"])
+    settings.OCR_LANGUAGES = ("chi_sim",)
+    chinese = str(recognize(page, "png", options_for("tesseract"))["text"])
+    assert english and not re.search("[\u4e00-\u9fff]", english), english
+    assert "文件测试" in chinese, chinese
+    settings.OCR_TESSERACT_TIMEOUT = 0.01
+    with pytest.raises(StageFailure) as failure:
+        recognize(page, "png", options_for("tesseract"))
+    assert failure.value.cause == "ocr_timeout" and "0.01s" in str(failure.value), str(failure.value)
+
+    assert sandbox.sandbox_call("test.pid", source=page) == child, "one child read every page"
+    assert sandbox.sandbox_call("test.modules", "django", source=page) == []
+    loaded = [
+        *sandbox.sandbox_call("test.modules", "documents", source=page),
+        *sandbox.sandbox_call("test.modules", "jobs", source=page),
+    ]
+    assert {"documents.engines.ocr", "documents.sandbox.ocr_page", "documents.parsers.images"} <= set(loaded)
+    assert [found for module in loaded for found in django_imports(module)] == []
 
 
 def test_a_page_render_over_the_address_space_limit_is_a_resource_limit(
