@@ -16,7 +16,8 @@ _NO_RETRY = RetryRule(max_attempts=1)
 
 UNSUPPORTED_INPUT = Cause(
     "unsupported_input",
-    _("This file type is not supported. Upload a PDF, DOCX, HTML, Markdown, text or image file."),
+    # No list of types here: they are the parser registry's (the upload refusal names them).
+    _("This file cannot be processed in its format. Upload it in another format."),
     UserAction.REUPLOAD,
     transient=False,
     user_retryable=False,

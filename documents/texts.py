@@ -9,7 +9,9 @@ in it keeps its template beside the text (``Text``), so the catalogue holds one 
 
 from __future__ import annotations
 
-from django.utils.translation import gettext
+from collections.abc import Iterable
+
+from django.utils.translation import gettext, pgettext
 
 
 def gettext_noop(message: str) -> str:
@@ -34,14 +36,30 @@ class Text(str):
         return text
 
 
+class Words(str):
+    """English words said as one list (e.g. the file types the platform reads, a value of a
+    ``Text``): joined by ", " as a plain ``str``; ``localize`` says each word and the separator
+    in the active language (Chinese lists them with "、")."""
+
+    words: tuple[str, ...]
+
+    def __new__(cls, words: Iterable[str]) -> Words:
+        items = tuple(words)
+        text = super().__new__(cls, ", ".join(items))
+        text.words = items
+        return text
+
+
 def localize(message: str) -> str:
     """``message`` in the active language (English when the catalogue has no entry for it)."""
     if not message:
         return message  # gettext("") is the catalogue's header
+    if isinstance(message, Words):
+        return pgettext("list separator", ", ").join(localize(word) for word in message.words)
     if isinstance(message, Text):
         template = gettext(message.template)
         if not message.values:
             return template
-        values = {k: localize(v) if isinstance(v, Text) else v for k, v in message.values.items()}
+        values = {k: localize(v) if isinstance(v, Text | Words) else v for k, v in message.values.items()}
         return template % values
     return gettext(str(message))

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from documents import parsers
 from documents.engines.sniff import sniff
-from documents.texts import Text, gettext_noop
+from documents.texts import Text, Words, gettext_noop
 
 MB = 1024 * 1024
 
@@ -73,9 +73,12 @@ class Readable(Protocol):
     def read(self, size: int, /) -> bytes: ...
 
 
-UNSUPPORTED_MESSAGE = (
-    "This file type is not supported. Upload a PDF, DOCX, HTML, Markdown, text, PNG, JPEG or TIFF file."
-)
+def unsupported_message() -> Text:
+    """The refusal of a type no parser reads, naming the types the parser registry holds now."""
+    return Text(
+        gettext_noop("This file type is not supported. Upload one of these types: %(types)s."),
+        types=Words(parsers.labels()),
+    )
 
 
 def validate_upload(
@@ -116,7 +119,7 @@ def validate_upload(
         sniffed = sniff(content, filename=safe_name)
         if sniffed is None:
             raise UploadRejected(
-                RejectCode.UNSUPPORTED_TYPE, UNSUPPORTED_MESSAGE, detail="no supported signature"
+                RejectCode.UNSUPPORTED_TYPE, unsupported_message(), detail="no supported signature"
             )
         check = parsers.parser_for(sniffed.kind).check_upload
         if check is not None:
@@ -163,7 +166,7 @@ def _human_size(size: int) -> str:
 def _check_rejection(failed: parsers.UploadCheckFailed) -> UploadRejected:
     code = RejectCode(failed.code)
     if failed.message is None or code is RejectCode.UNSUPPORTED_TYPE:
-        return UploadRejected(RejectCode.UNSUPPORTED_TYPE, UNSUPPORTED_MESSAGE, detail=failed.detail)
+        return UploadRejected(RejectCode.UNSUPPORTED_TYPE, unsupported_message(), detail=failed.detail)
     return UploadRejected(code, failed.message, detail=failed.detail)
 
 

@@ -10,11 +10,12 @@ from django.template.defaultfilters import filesizeformat
 from django.utils.translation import gettext, gettext_noop
 from django.utils.translation import gettext_lazy as _
 
+from documents import parsers
 from documents.engines.validation import RejectCode, UploadRejected
 from documents.models import Tenant
 from documents.services.storage import StorageQuotaExceeded
 from documents.services.upload import QUOTA_EXCEEDED
-from documents.texts import localize
+from documents.texts import Words, localize
 
 
 class UploadForm(forms.Form):
@@ -32,9 +33,11 @@ class UploadForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["file"].help_text = _(
-            "PDF, DOCX, HTML, Markdown, text, PNG, JPEG or TIFF, up to %(limit)s."
-        ) % {"limit": filesizeformat(settings.DOCUMENTS_MAX_UPLOAD_BYTES)}
+        # The types the parser registry holds, so a new parser's kind is offered with the others.
+        self.fields["file"].help_text = _("%(types)s, up to %(limit)s.") % {
+            "types": localize(Words(parsers.labels())),
+            "limit": filesizeformat(settings.DOCUMENTS_MAX_UPLOAD_BYTES),
+        }
 
 
 class VersionUploadForm(UploadForm):
@@ -49,15 +52,13 @@ class VersionUploadForm(UploadForm):
 
 
 # The fixed messages of documents/engines/validation.py and of the parsers' upload checks
-# (documents/parsers/word.py), so that makemessages collects them:
+# (documents/parsers/word.py), so that makemessages collects them (the unsupported type's
+# refusal, which names the registry's types, is marked where it is made):
 # a refusal is shown through gettext(message), which falls back to the service's own English
 # text when a message changes and its translation has not caught up yet.
 _FIXED_MESSAGES = (
     gettext_noop("The file is empty."),
     gettext_noop("The file name is not usable. Rename the file and upload it again."),
-    gettext_noop(
-        "This file type is not supported. Upload a PDF, DOCX, HTML, Markdown, text, PNG, JPEG or TIFF file."
-    ),
     gettext_noop("This DOCX file has too many internal parts to open safely."),
     gettext_noop("This DOCX file expands to more data than can be opened safely."),
     gettext_noop("This DOCX file has password-protected parts. Remove the password and upload it again."),

@@ -54,6 +54,14 @@ class FileKind:
     extensions: tuple[str, ...] = ()
     # ``filetype`` MIME guesses that mean this kind (only these of its guesses are trusted).
     magic: tuple[str, ...] = ()
+    # What users call it where the platform lists the types it reads (an upload refusal, the
+    # upload form), in English: the name in capitals when empty. A word rather than a format's
+    # name is marked with ``jobs.errors._`` so that the pages say it in the reader's language.
+    label: str = ""
+
+    @property
+    def shown_as(self) -> str:
+        return self.label or self.name.upper()
 
 
 # A page renderer: ``render(page_number, dpi)`` (1-based page) -> a grayscale image, for OCR.
@@ -185,6 +193,13 @@ def kind_names() -> list[str]:
     """Every kind the platform reads."""
     _load()
     return list(_kinds)
+
+
+def labels() -> list[str]:
+    """What users call the kinds the platform reads (English, see ``FileKind.label``), once each,
+    in alphabetical order."""
+    _load()
+    return sorted({kind.shown_as for kind in _kinds.values()}, key=str.casefold)
 
 
 def magic_kind(mime: str) -> str | None:

@@ -17,7 +17,7 @@ from documents.engines.limits import ParseLimits
 from documents.parsers import FileKind, Kind, Parser
 from documents.parsers.content import decode_text
 from documents.parsers.pages import Block, ParsedDocument, ParsedPage, StrPath
-from jobs.errors import StageFailure
+from jobs.errors import StageFailure, _
 
 # --- HTML --------------------------------------------------------------------------------------
 
@@ -378,8 +378,8 @@ def _skip_markup_preamble(text: str) -> str:
 PARSER = Parser(
     kinds=(
         FileKind(Kind.HTML, "text/html", (".html", ".htm")),
-        FileKind(Kind.MARKDOWN, "text/markdown", tuple(sorted(MARKDOWN_SUFFIXES))),
-        FileKind(Kind.TEXT, "text/plain", (".txt",)),
+        FileKind(Kind.MARKDOWN, "text/markdown", tuple(sorted(MARKDOWN_SUFFIXES)), label="Markdown"),
+        FileKind(Kind.TEXT, "text/plain", (".txt",), label=_("plain text")),
     ),
     pages=_pages,
     document=lambda path, kind: _document(path, kind, ParseLimits()),

@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 
+from documents import parsers
 from documents.models import Document, DocumentVersion
 from jobs.models import Job, Status
 from tests.api.conftest import STATUS_KEYS, TEXT, UPLOAD_KEYS, Caller, assert_error, drive
+from tests.documents import csv_parser
 from tests.documents.files import docx_bomb, docx_document, encrypted_pdf, text_pdf, zip_of_other_files
 
 pytestmark = pytest.mark.django_db
@@ -90,6 +93,34 @@ def test_refused_uploads_answer_their_code_and_store_nothing(
     assert stored(media) == []
     assert alice.upload(TEXT, "accepted.txt").status_code == 201
     assert len(stored(media)) == 1  # an accepted upload is stored there
+
+
+def test_an_unsupported_type_is_refused_naming_the_registered_parsers_kinds_in_the_readers_language(
+    alice: Caller,
+):
+    junk = b"\x00\x01\x02\x03binary garbage\xff\xfe" * 10
+    built_in = parsers.labels()
+    assert {"PDF", "DOCX", "plain text", "PNG"} <= set(built_in) and "CSV" not in built_in
+    with csv_parser.registered():
+        english = assert_error(alice.upload(junk, "blob.bin"), 415, "unsupported_type")["message"]
+        chinese_answer = alice.client.post(
+            "/api/documents/",
+            {"file": SimpleUploadedFile("blob.bin", junk)},
+            format="multipart",
+            HTTP_ACCEPT_LANGUAGE="zh-hans",
+        )
+        chinese = assert_error(chinese_answer, 415, "unsupported_type")["message"]
+    without = assert_error(alice.upload(junk, "blob.bin"), 415, "unsupported_type")["message"]
+
+    said = "This file type is not supported. Upload one of these types: {}."
+    assert english == said.format(", ".join(sorted([*built_in, "CSV"], key=str.casefold)))
+    lead = "不支持此文件类型。请上传以下类型之一："  # noqa: RUF001 (Chinese punctuation)
+    assert chinese.startswith(lead) and chinese.endswith("。"), chinese
+    listed = chinese.removeprefix(lead).removesuffix("。").split("、")
+    assert "CSV" in listed and "纯文本" in listed and "PDF" in listed and "plain text" not in listed
+    assert len(listed) == len(built_in) + 1
+    assert without == said.format(", ".join(built_in))
+    assert not Document.objects.exists()
 
 
 def test_upload_over_the_size_limit_is_413(alice: Caller, settings):

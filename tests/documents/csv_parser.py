@@ -6,10 +6,11 @@ It is not in ``documents/parsers/``, so nothing finds it by itself: the tests re
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from documents.engines.limits import ParseLimits
-from documents.parsers import FileKind, Parser
+from documents.parsers import FileKind, Parser, register, unregister
 from documents.parsers.pages import Block, ParsedDocument, ParsedPage, StrPath
 
 CSV = "csv"
@@ -38,3 +39,13 @@ PARSER = Parser(
     page_count=lambda path, kind: len(_rows(path)),
     sniff_text=_sniff_text,
 )
+
+
+@contextmanager
+def registered() -> Iterator[Parser]:
+    """The toy parser registered for the ``with`` block, and unregistered after it."""
+    parser = register(PARSER)
+    try:
+        yield parser
+    finally:
+        unregister(parser)

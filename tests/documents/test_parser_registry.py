@@ -23,11 +23,8 @@ ROWS = b"name,tons\ncod,12\nherring,30\n"
 
 @pytest.fixture
 def csv_registered() -> Iterator[parsers.Parser]:
-    parser = parsers.register(csv_parser.PARSER)
-    try:
+    with csv_parser.registered() as parser:
         yield parser
-    finally:
-        parsers.unregister(parser)
 
 
 def test_a_registered_parser_module_is_used_to_parse_and_count(

@@ -9,7 +9,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from documents import parsers
 from documents.models import Document
+from tests.documents import csv_parser
 from tests.documents.files import docx_bomb, text_pdf, zip_of_other_files
 from tests.pages.helpers import PASSWORD, Member, html, queued, ready, running
 
@@ -128,6 +130,21 @@ def test_a_refused_upload_shows_the_reason_next_to_the_file_field_with_its_statu
     assert message in field.group(0)
     assert 'value="Kept title"' in body
     assert not Document.objects.exists()
+
+
+def test_the_upload_form_and_its_refusal_name_the_registered_kinds_in_the_readers_language(alice: Member):
+    built_in = parsers.labels()
+    with_csv = sorted([*built_in, "CSV"], key=str.casefold)
+    junk = _file("blob.bin", b"\x00\x01\x02 binary" * 20)
+    with csv_parser.registered():
+        form = html(alice.client.get("/"))
+        refused = alice.client.post("/", {"file": junk}, headers={"Accept-Language": "zh-hans"})
+    assert f"{', '.join(with_csv)}, up to" in form
+    assert refused.status_code == 415
+    chinese = "、".join("纯文本" if label == "plain text" else label for label in with_csv)
+    assert f"{chinese}。" in html(refused)
+    after = html(alice.client.get("/"))
+    assert f"{', '.join(built_in)}, up to" in after and "CSV" not in after
 
 
 def test_posting_without_a_file_is_a_400_with_the_field_marked(alice: Member):
