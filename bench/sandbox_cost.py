@@ -151,9 +151,9 @@ def ocr_cost(tmp: Path, pages: int, runs: int) -> None:
     from documents.engines.parsing import pdf_renderer
     from documents.sandbox import runner as sandbox
     from documents.sandbox.ocr_page import PREVIEW_DPI, is_blank
-    from documents.stages.ocr import options_for
+    from documents.stages.ocr import engine_for, options_for
 
-    name = ocr.default_engine_name()
+    name = engine_for({})  # OCR_ENGINE when installed, as the OCR stage chooses
     engine = ocr.get_engine(name)
     options = options_for(name)
     pdf = tmp / "scanned.pdf"
