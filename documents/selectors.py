@@ -10,7 +10,7 @@ the same keys into the index queries, ``documents.retrieval.backends.Scope.princ
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -18,7 +18,7 @@ from django.db.models.functions import Lower
 
 from documents.hot_reads import version_with_job
 from documents.kinds.ingest import PIPELINE
-from documents.models import Document, DocumentVersion, Membership, Tenant
+from documents.models import Chunk, Document, DocumentVersion, LabelledQuery, Membership, Tenant
 from documents.principals import Viewer
 from documents.visibility import granted as _granted
 from documents.visibility import seen_among as seen_among
@@ -165,3 +165,32 @@ def access_version(viewer: Viewer, document_id: Any, number: Any) -> DocumentVer
 
 def versions_of(document: Document) -> QuerySet[DocumentVersion]:
     return document.versions.filter(deleted_at=None).select_related("job").order_by("-number")
+
+
+def queries_in_sight(viewer: Viewer, query_ids: Iterable[Any]) -> set[int]:
+    """Of these labelled queries, those whose labels name only documents (or chunks of
+    documents) the viewer may see. A query's text is often a document's title or summary: a
+    per-query row about a document the viewer may not see would name it as surely as its id.
+    Two queries, whatever the number of queries."""
+    queries = dict(LabelledQuery.objects.filter(pk__in=list(query_ids)).values_list("pk", "labels"))
+    if viewer.principals is None:
+        return set(queries)
+    named: dict[int, tuple[set[str], set[int]]] = {}
+    for pk, labels in queries.items():
+        keys = [str(key).split(":", 1) for key in labels or {}]
+        named[pk] = (
+            {value for kind, value in keys if kind == "document"},
+            {int(value) for kind, value in keys if kind == "chunk" and value.isdigit()},
+        )
+    chunk_documents = dict(
+        Chunk.objects.filter(pk__in={c for _, chunks in named.values() for c in chunks}).values_list(
+            "pk", "version__document_id"
+        )
+    )
+    wanted = {d for documents, _ in named.values() for d in documents} | set(chunk_documents.values())
+    seen = {str(pk) for pk in seen_among(viewer, wanted)}
+    return {
+        pk
+        for pk, (documents, chunks) in named.items()
+        if documents <= seen and all(str(chunk_documents.get(c)) in seen for c in chunks)
+    }
