@@ -116,3 +116,21 @@ def as_uuid(value: Any) -> uuid.UUID | None:
         return uuid.UUID(str(value))
     except (TypeError, ValueError, AttributeError):
         return None
+
+
+def staff_documents(user: Any, documents: QuerySet[Document]) -> QuerySet[Document]:
+    """What the admin shows a staff member of ``documents`` (of any workspace, deleted ones
+    too): every one with ``documents.view_all_documents`` (superusers have it); otherwise those
+    of their own workspace that its access lists let them see, as anywhere else; none for staff
+    of no workspace."""
+    if staff_sees_all(user):
+        return documents
+    membership = Membership.objects.select_related("tenant").filter(user=user).first()
+    if membership is None:
+        return documents.none()
+    viewer = viewer_for(user, membership.tenant)
+    return allowed(viewer, documents.filter(tenant_id=membership.tenant_id))
+
+
+def staff_sees_all(user: Any) -> bool:
+    return bool(user.is_superuser or user.has_perm(VIEW_ALL))
