@@ -32,63 +32,14 @@ from django.http.response import HttpResponseBase
 from django.utils.translation import gettext_noop
 from django.views.decorators.csrf import csrf_exempt
 
-from documents.api import notify, sse_caps
-from documents.api.auth import user_for_token
+from documents.api import notify, sse_access, sse_caps
 from documents.api.output import error_body, job_status, job_status_as_of
 from documents.models import DocumentGrant, DocumentVersion
-from documents.principals import EVERYONE, Viewer
-from documents.selectors import access_version_by_job, tenant_for, viewer_for
+from documents.principals import EVERYONE
 from jobs.models import Job, JobEvent
 
 FINAL = {"ready", "cancelled", "failed"}
 _MAX_ID_DIGITS = 18  # below 2**63
-
-
-def _sent_token(request: HttpRequest) -> str | None:
-    """The key of ``Authorization: Token <key>`` (or ``Bearer <key>``), as the API takes it."""
-    scheme, _, key = request.headers.get("Authorization", "").partition(" ")
-    return key.strip() if scheme.lower() in ("token", "bearer") and key.strip() else None
-
-
-def _user_from_token(request: HttpRequest) -> Any:
-    key = _sent_token(request)
-    if key is None:
-        return None
-    found = user_for_token(key)
-    return found[0] if found is not None and found[0].is_active else None
-
-
-Access = tuple[int, DocumentVersion | None, Any, Viewer | None]
-
-
-def _resolve(request: HttpRequest, document_id: str, job_id: str) -> Access:
-    try:
-        return _check_access(request, document_id, job_id)
-    finally:
-        connection.close()
-
-
-def _check_access(request: HttpRequest, document_id: str, job_id: str) -> Access:
-    """The answer's status, the version, the user's id and the caller (for checking again)."""
-    user = _user_from_token(request) or request.user
-    if user is None or not user.is_authenticated:
-        return 401, None, None, None
-    tenant = tenant_for(user)
-    if tenant is None:
-        return 403, None, None, None
-    viewer = viewer_for(user, tenant)
-    version = access_version_by_job(viewer, document_id, job_id)
-    found = version is not None and version.job is not None
-    return (200, version, user.pk, viewer) if found else (404, None, None, None)
-
-
-def _still_visible(viewer: Viewer, document_id: Any, job_id: Any) -> bool:
-    """Whether the caller may still see the stream's document: the status poll's one query
-    (their groups and permission read inside it), on a connection closed afterwards."""
-    try:
-        return access_version_by_job(viewer, document_id, job_id) is not None
-    finally:
-        connection.close()
 
 
 def _snapshot(version: DocumentVersion, job: Job, event: JobEvent, current: dict[str, Any]) -> dict[str, Any]:
@@ -286,7 +237,7 @@ async def job_events(request: HttpRequest, document_id: str, job_id: str) -> Htt
         )
         refused["Allow"] = "GET, HEAD"
         return refused
-    code, version, user_id, viewer = await sync_to_async(_resolve)(request, document_id, job_id)
+    code, version, user_id, viewer = await sync_to_async(sse_access.resolve)(request, document_id, job_id)
     if version is None:
         names = {401: "not_authenticated", 403: "permission_denied", 404: "not_found"}
         messages = {
@@ -294,7 +245,7 @@ async def job_events(request: HttpRequest, document_id: str, job_id: str) -> Htt
             403: "Your account does not belong to a workspace.",
             404: "Not found.",
         }
-        if code == 401 and _sent_token(request) is not None:  # sent, and refused
+        if code == 401 and sse_access.sent_token(request) is not None:  # sent, and refused
             messages[401] = "The token is not valid: it is wrong or was revoked."
         return JsonResponse(error_body(names[code], messages[code]), status=code)
     header = request.headers.get("Last-Event-ID", "").strip()
@@ -320,7 +271,7 @@ async def job_events(request: HttpRequest, document_id: str, job_id: str) -> Htt
         return limited
     still_visible = None
     if viewer is not None and not viewer.sees_all_already:
-        still_visible = partial(_still_visible, viewer, version.document_id, version.job_id)
+        still_visible = partial(sse_access.still_visible, viewer, version.document_id, version.job_id)
     response = StreamingHttpResponse(
         _stream(version.pk, str(version.job_id), last_id, user_id, still_visible),
         content_type="text/event-stream",
