@@ -1,6 +1,11 @@
 """Admin for tenants (quotas editable), memberships, documents (title and attributes editable,
 through the same service as the API) and versions (read-only).
 
+Staff see every document (its pages, versions, titles in the jobs console, counts) with
+``documents.view_all_documents`` (superusers have it); other staff see those of their own
+workspace that its access lists let them see (``documents.visibility.staff_documents``), and
+any other is absent, answering as an id that does not exist.
+
 Also what the documents app contributes to the jobs console, which knows nothing about
 documents: links from a job to its document and version, the OCR retry variants (the OCR stage
 understands ``batch_size`` and ``ocr_engine`` hints), and where a tenant's quotas are edited.
@@ -45,6 +50,7 @@ from documents.services.attributes import (
     document_update,
 )
 from documents.texts import localize
+from documents.visibility import staff_documents, staff_sees_all
 from jobs.admin.registry import (
     RetryVariant,
     register_retry_variant,
@@ -76,13 +82,13 @@ def job_subject_links(job: Job) -> list[tuple[str, str]]:
 register_subject_links(KIND, job_subject_links)
 
 
-def job_subject_labels(jobs: list[Job]) -> dict[Any, tuple[str, str]]:
-    """The job list's subject column: the document's title and version, linked to the document."""
-    versions = (
-        DocumentVersion.objects.filter(job__in=jobs)
-        .select_related("document")
-        .only("number", "job_id", "document__title", "document_id")
-    )
+def job_subject_labels(jobs: list[Job], user: Any) -> dict[Any, tuple[str, str]]:
+    """The job list's subject column: the document's title and version, linked to the document
+    (for the documents ``user`` may see in the admin; the others show their id only)."""
+    versions = DocumentVersion.objects.filter(job__in=jobs)
+    if not staff_sees_all(user):
+        versions = versions.filter(document__in=staff_documents(user, Document.objects.all()))
+    versions = versions.select_related("document").only("number", "job_id", "document__title", "document_id")
     return {
         # The version first: a long title is cut at the end of the column, the version stays.
         v.job_id: (
@@ -101,7 +107,7 @@ def reindex_subject_links(job: Job) -> list[tuple[str, str]]:
     return [(f"workspace {job.tenant}", reverse("admin:documents_tenant_change", args=[job.subject_id]))]
 
 
-def reindex_subject_labels(jobs: list[Job]) -> dict[Any, tuple[str, str]]:
+def reindex_subject_labels(jobs: list[Job], user: Any) -> dict[Any, tuple[str, str]]:
     """The job list's subject column for re-index runs: the run's number and the workspace."""
     names = dict(Tenant.objects.filter(pk__in={job.subject_id for job in jobs}).values_list("pk", "name"))
     return {
@@ -351,6 +357,9 @@ class DocumentAdmin(ReadOnlyAdmin):
     )
     readonly_fields = fields[2:]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Document]:
+        return staff_documents(request.user, super().get_queryset(request))
+
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Title and attributes only (the form has no other field); versions stay read-only.
         return admin.ModelAdmin.has_change_permission(self, request, obj)
@@ -470,8 +479,10 @@ class CollectionAdmin(ReadOnlyAdmin):
         return WeightsForm
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Collection]:
-        live = Count("documents", filter=Q(documents__deleted_at=None))
-        return super().get_queryset(request).annotate(document_count=live)
+        counted = Q(documents__deleted_at=None)
+        if not staff_sees_all(request.user):  # the count counts what the operator may see
+            counted &= Q(documents__in=staff_documents(request.user, Document.objects.all()))
+        return super().get_queryset(request).annotate(document_count=Count("documents", filter=counted))
 
     @admin.display(description="documents", ordering="document_count")
     def documents(self, collection: Any) -> int:
@@ -512,6 +523,12 @@ class DocumentVersionAdmin(ReadOnlyAdmin):
         "superseded_at",
     )
     readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[DocumentVersion]:
+        versions = super().get_queryset(request)
+        if staff_sees_all(request.user):
+            return versions
+        return versions.filter(document__in=staff_documents(request.user, Document.objects.all()))
 
     @admin.display(description="job")
     def job_state(self, version: DocumentVersion) -> str:

@@ -397,8 +397,11 @@ class WebhookEndpoint(models.Model):
     # ``whsec_`` + base64: shown once at creation; kept because every payload is signed with it.
     secret = models.CharField(max_length=100)
     description = models.CharField(max_length=200, blank=True, default="")
+    # The owner: told only about the documents they may see. Deleting the user deletes their
+    # endpoints (an endpoint left without its owner would become workspace-wide); no owner at
+    # all means workspace-wide (made by the platform, or before owners were recorded).
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
     created_at = models.DateTimeField(default=timezone.now)
     disabled_at = models.DateTimeField(null=True, blank=True)

@@ -2,25 +2,28 @@
 
 ``access_*`` functions answer ``None`` (the caller says 404) for ids that do not exist, for
 ids of another tenant and for documents the caller's access lists do not allow alike, so a
-caller cannot tell them apart. :func:`visible_documents` is the one visibility rule: every
-read of documents on behalf of a person goes through it (search puts the same keys into the
-index queries, ``documents.retrieval.backends.Scope.principals``).
+caller cannot tell them apart. :func:`visible_documents` (``documents.visibility``) is the one
+visibility rule: every read of documents on behalf of a person goes through it (search puts
+the same keys into the index queries, ``documents.retrieval.backends.Scope.principals``).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.contrib.auth.models import Permission
-from django.db.models import CharField, Exists, OuterRef, Q, QuerySet, Value
-from django.db.models.functions import Cast, Concat, Lower
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Lower
 
 from documents.hot_reads import version_with_job
 from documents.kinds.ingest import PIPELINE
-from documents.models import Document, DocumentGrant, DocumentVersion, Membership, Tenant, WorkspaceGroup
-from documents.principals import EVERYONE, VIEW_ALL, Viewer, group_key, user_key
+from documents.models import Chunk, Document, DocumentVersion, LabelledQuery, Membership, Tenant
+from documents.principals import Viewer
+from documents.visibility import granted as _granted
+from documents.visibility import seen_among as seen_among
+from documents.visibility import viewer_for as viewer_for
+from documents.visibility import visible_documents as visible_documents
 from jobs.models import Status
 
 # The combined words a document's state can show, from the job kind's own bundle.
@@ -43,64 +46,6 @@ def tenant_for(user: Any) -> Tenant | None:
 def remember_tenant(user: Any, tenant: Tenant | None) -> None:
     """Keep the tenant found with ``user`` on the user object (this request's only)."""
     setattr(user, _TENANT, tenant)
-
-
-def viewer_for(user: Any, tenant: Tenant) -> Viewer:
-    """``user`` as a caller in ``tenant``: the principal keys that name them there, whether they
-    see every document (``documents.view_all_documents``) and whether they administer the
-    workspace. Read anew on each call (a view keeps it for its request): a membership change
-    takes effect on the next request."""
-
-    def keys() -> tuple[str, ...]:
-        groups = WorkspaceGroup.objects.filter(tenant=tenant, group__user=user).values_list("pk", flat=True)
-        return (EVERYONE, user_key(user.pk), *sorted(group_key(g) for g in groups))
-
-    def is_admin() -> bool:
-        if user.is_superuser:
-            return True
-        return Membership.objects.filter(user=user, tenant=tenant, is_admin=True).exists()
-
-    return Viewer(
-        tenant_id=tenant.pk,
-        user_id=user.pk,
-        keys=keys,
-        sees_all=lambda: bool(user.has_perm(VIEW_ALL)),
-        is_admin=is_admin,
-        is_superuser=bool(user.is_superuser),
-    )
-
-
-def visible_documents(viewer: Viewer) -> QuerySet[Document]:
-    """The live documents of the viewer's workspace that the viewer may see: the only rule.
-
-    For a caller whose groups and permissions are not read yet, they are read inside the query
-    this set becomes part of (subqueries), not before it: a poll of one file stays one query."""
-    documents = Document.objects.filter(tenant_id=viewer.tenant_id, deleted_at=None)
-    if viewer.sees_all_already:
-        return documents
-    if viewer.user_id is None or viewer.loaded:
-        if viewer.principals is None:
-            return documents
-        return documents.filter(_granted(viewer.principals))
-    user_id = viewer.user_id
-    group_keys = (
-        WorkspaceGroup.objects.filter(tenant_id=viewer.tenant_id, group__user=user_id)
-        .annotate(principal_key=Concat(Value("group:"), Cast("pk", output_field=CharField())))
-        .values("principal_key")
-    )
-    granted = DocumentGrant.objects.filter(document_id=OuterRef("pk")).filter(
-        Q(principal__in=[EVERYONE, user_key(user_id)]) | Q(principal__in=group_keys)
-    )
-    app_label, codename = VIEW_ALL.split(".")
-    sees_all = Permission.objects.filter(codename=codename, content_type__app_label=app_label).filter(
-        Q(user=user_id) | Q(group__user=user_id)
-    )
-    return documents.filter(Q(Exists(sees_all)) | Q(Exists(granted)))
-
-
-def _granted(keys: Sequence[str]) -> Q:
-    """A document (the outer row) granted to one of ``keys``."""
-    return Q(Exists(DocumentGrant.objects.filter(document_id=OuterRef("pk"), principal__in=list(keys))))
 
 
 def hides_documents(viewer: Viewer, collection_id: Any) -> bool:
@@ -220,3 +165,32 @@ def access_version(viewer: Viewer, document_id: Any, number: Any) -> DocumentVer
 
 def versions_of(document: Document) -> QuerySet[DocumentVersion]:
     return document.versions.filter(deleted_at=None).select_related("job").order_by("-number")
+
+
+def queries_in_sight(viewer: Viewer, query_ids: Iterable[Any]) -> set[int]:
+    """Of these labelled queries, those whose labels name only documents (or chunks of
+    documents) the viewer may see. A query's text is often a document's title or summary: a
+    per-query row about a document the viewer may not see would name it as surely as its id.
+    Two queries, whatever the number of queries."""
+    queries = dict(LabelledQuery.objects.filter(pk__in=list(query_ids)).values_list("pk", "labels"))
+    if viewer.principals is None:
+        return set(queries)
+    named: dict[int, tuple[set[str], set[int]]] = {}
+    for pk, labels in queries.items():
+        keys = [str(key).split(":", 1) for key in labels or {}]
+        named[pk] = (
+            {value for kind, value in keys if kind == "document"},
+            {int(value) for kind, value in keys if kind == "chunk" and value.isdigit()},
+        )
+    chunk_documents = dict(
+        Chunk.objects.filter(pk__in={c for _, chunks in named.values() for c in chunks}).values_list(
+            "pk", "version__document_id"
+        )
+    )
+    wanted = {d for documents, _ in named.values() for d in documents} | set(chunk_documents.values())
+    seen = {str(pk) for pk in seen_among(viewer, wanted)}
+    return {
+        pk
+        for pk, (documents, chunks) in named.items()
+        if documents <= seen and all(str(chunk_documents.get(c)) in seen for c in chunks)
+    }

@@ -16,6 +16,7 @@ from documents.api.errors import ApiError
 from documents.api.serializers import FORM_TOKENS, reject_unknown
 from documents.api.views import ACTION_ERRORS, ERRORS, TenantView
 from documents.models import Batch
+from documents.principals import Viewer
 from documents.services.access import AccessInputError, check_principals
 from documents.services.batches import Upload, batch_cancel, batch_create, batch_items, file_counts
 from documents.services.collections import collection_of
@@ -47,14 +48,15 @@ class BatchOut(serializers.Serializer[Any]):
     documents = serializers.ListField(child=serializers.DictField())
 
 
-def batch_out(batch: Batch) -> dict[str, Any]:
+def batch_out(batch: Batch, viewer: Viewer) -> dict[str, Any]:
+    """The batch as ``viewer`` may know it: counts and files of the documents they may see."""
     return {
         "batch_id": str(batch.pk),
         "created_at": batch.created_at.isoformat(),
         "cancel_requested_at": batch.cancel_requested_at.isoformat() if batch.cancel_requested_at else None,
         "completed_at": batch.completed_at.isoformat() if batch.completed_at else None,
-        "file_counts": file_counts(batch),
-        "documents": batch_items(batch),
+        "file_counts": file_counts(batch, viewer),
+        "documents": batch_items(batch, viewer),
     }
 
 
@@ -96,7 +98,7 @@ class BatchesView(TenantView):
             user=request.user,
             collection=collection,
         )
-        return Response(batch_out(batch), status=status.HTTP_201_CREATED)
+        return Response(batch_out(batch, self.viewer), status=status.HTTP_201_CREATED)
 
 
 class BatchOfTenant(TenantView):
@@ -114,12 +116,12 @@ class BatchOfTenant(TenantView):
 class BatchView(BatchOfTenant):
     @extend_schema(responses={200: BatchOut, **ERRORS})
     def get(self, request: Request, batch_id: str) -> Response:
-        return Response(batch_out(self.batch(batch_id)))
+        return Response(batch_out(self.batch(batch_id), self.viewer))
 
 
 class BatchCancelView(BatchOfTenant):
     @extend_schema(request=None, responses={202: BatchOut, **ACTION_ERRORS})
     def post(self, request: Request, batch_id: str) -> Response:
         # A batch whose files have all finished: TransitionRefused, answered 409 with the reason.
-        batch = batch_cancel(batch=self.batch(batch_id), user=request.user)
-        return Response(batch_out(batch), status=status.HTTP_202_ACCEPTED)
+        batch = batch_cancel(batch=self.batch(batch_id), user=request.user, viewer=self.viewer)
+        return Response(batch_out(batch, self.viewer), status=status.HTTP_202_ACCEPTED)

@@ -1,10 +1,16 @@
 """``/api``: retrieval evaluation (docs/evaluation.md). Labelled query sets of a collection,
 their JSON Lines import, evaluation runs (a job kind: started here, followed by their status)
-and the comparison of two runs. Another workspace's ids are a 404, like any unknown id."""
+and the comparison of two runs. Another workspace's ids are a 404, like any unknown id.
+
+Per-query rows name the documents their labels point at (a query is often a document's title):
+a caller gets only the rows whose labelled documents they may see, and labels only documents
+they may see (``documents.selectors.queries_in_sight``). A run's summary figures are the whole
+set's: they name no document."""
 
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
 from django.utils.translation import gettext_noop
@@ -21,6 +27,7 @@ from documents.api.views import ACTION_ERRORS, ERRORS, TenantView
 from documents.evaluation.labels import LabelsInvalid
 from documents.evaluation.models import EvaluationRun, LabelledQuerySet
 from documents.search import MODES
+from documents.selectors import queries_in_sight, visible_documents
 from documents.services.collections import collection_of
 from documents.services.evaluation import (
     EvaluationRefused,
@@ -174,7 +181,7 @@ class QueriesImportView(EvaluationView):
         if len(data) > MAX_IMPORT_BYTES:
             raise ApiError(413, "file_too_large", gettext_noop("An import may be at most 5 MB."))
         try:
-            query_set_import(query_set=query_set, data=data)
+            query_set_import(query_set=query_set, data=data, visible=visible_documents(self.viewer))
         except LabelsInvalid as bad:
             raise ApiError(
                 400,
@@ -237,7 +244,10 @@ class CompareView(EvaluationView):
             )
         if not base.summary or not other.summary:
             raise ApiError(409, "run_unfinished", gettext_noop("Both runs must have finished."))
-        return Response({"base": str(base.pk), "other": str(other.pk), **runs_compare(base, other)})
+        viewer = self.viewer
+        shown = None if viewer.principals is None else partial(queries_in_sight, viewer)
+        compared = runs_compare(base, other, shown=shown)
+        return Response({"base": str(base.pk), "other": str(other.pk), **compared})
 
 
 class CandidatesView(TenantView):

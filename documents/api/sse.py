@@ -6,6 +6,12 @@ from the event row, ``documents/api/output.py``). Without ``Last-Event-ID``
 the stream opens with the current status; with it, it replays exactly what was missed. It sends
 keep-alive comments and ends after a terminal status. The event log is the truth: the stream
 only notifies, and a client that lost it recovers everything from the status endpoint.
+
+Access is checked when the stream opens and again while it stays open: the read that finds new
+events also says (inside its own query) whether the document is open to everyone; when it is
+not, the stream checks the caller's access again (one query, the status poll's) before sending
+them, and at least once per keep-alive period while it waits. A caller who may no longer see
+the document gets nothing more: the stream ends as it would for a document that is gone.
 """
 
 from __future__ import annotations
@@ -14,62 +20,26 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
-from django.db.models import Subquery
+from django.db.models import Exists, OuterRef, Subquery
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.utils.translation import gettext_noop
 from django.views.decorators.csrf import csrf_exempt
 
-from documents.api import notify, sse_caps
-from documents.api.auth import user_for_token
+from documents.api import notify, sse_access, sse_caps
 from documents.api.output import error_body, job_status, job_status_as_of
-from documents.models import DocumentVersion
-from documents.selectors import access_version_by_job, tenant_for, viewer_for
+from documents.models import DocumentGrant, DocumentVersion
+from documents.principals import EVERYONE
 from jobs.models import Job, JobEvent
 
 FINAL = {"ready", "cancelled", "failed"}
 _MAX_ID_DIGITS = 18  # below 2**63
-
-
-def _sent_token(request: HttpRequest) -> str | None:
-    """The key of ``Authorization: Token <key>`` (or ``Bearer <key>``), as the API takes it."""
-    scheme, _, key = request.headers.get("Authorization", "").partition(" ")
-    return key.strip() if scheme.lower() in ("token", "bearer") and key.strip() else None
-
-
-def _user_from_token(request: HttpRequest) -> Any:
-    key = _sent_token(request)
-    if key is None:
-        return None
-    found = user_for_token(key)
-    return found[0] if found is not None and found[0].is_active else None
-
-
-def _resolve(request: HttpRequest, document_id: str, job_id: str) -> tuple[int, DocumentVersion | None, Any]:
-    try:
-        return _check_access(request, document_id, job_id)
-    finally:
-        connection.close()
-
-
-def _check_access(
-    request: HttpRequest, document_id: str, job_id: str
-) -> tuple[int, DocumentVersion | None, Any]:
-    """The answer's status, the version and the user's id."""
-    user = _user_from_token(request) or request.user
-    if user is None or not user.is_authenticated:
-        return 401, None, None
-    tenant = tenant_for(user)
-    if tenant is None:
-        return 403, None, None
-    version = access_version_by_job(viewer_for(user, tenant), document_id, job_id)
-    found = version is not None and version.job is not None
-    return (200, version, user.pk) if found else (404, None, None)
 
 
 def _snapshot(version: DocumentVersion, job: Job, event: JobEvent, current: dict[str, Any]) -> dict[str, Any]:
@@ -79,19 +49,26 @@ def _snapshot(version: DocumentVersion, job: Job, event: JobEvent, current: dict
     return job_status_as_of(version, job, event)
 
 
-Rendered = tuple[list[tuple[int, str]], bool]
+class Rendered(NamedTuple):
+    """One read: the events rendered as SSE text, whether the stream is done, and whether the
+    document is open to everyone in its workspace (then no stream needs to check access again)."""
+
+    events: list[tuple[int, str]]
+    done: bool
+    open_to_all: bool
 
 
 def _events_after(version_pk: Any, last_id: int | None) -> Rendered:
     """Events of the version's job after ``last_id`` (or just the current status when None),
-    rendered as SSE text, and whether the stream is done.
+    rendered as SSE text, whether the stream is done and whether the document is open to all.
 
     Runs in a worker thread; its connection is closed after each read so that open streams do
     not each hold a database connection between wakes.
     """
     try:
-        events, done = _read_events(version_pk, last_id)
-        return [(event_id, _format(event_id, name, data)) for event_id, name, data in events], done
+        events, done, open_to_all = _read_events(version_pk, last_id)
+        rendered = [(event_id, _format(event_id, name, data)) for event_id, name, data in events]
+        return Rendered(rendered, done, open_to_all)
     finally:
         connection.close()
 
@@ -145,7 +122,20 @@ def shared_reads() -> SharedReads:
     return _shared[loop_id]
 
 
-def _read_events(version_pk: Any, last_id: int | None) -> tuple[list[tuple[int, str, dict[str, Any]]], bool]:
+def _version(version_pk: Any) -> DocumentVersion:
+    """The version with its job and document, and (in the same query) whether the document is
+    granted to everyone: the common case, which then costs no access check per event."""
+    everyone = DocumentGrant.objects.filter(document_id=OuterRef("document_id"), principal=EVERYONE)
+    return (
+        DocumentVersion.objects.select_related("job", "document")
+        .annotate(open_to_all=Exists(everyone))
+        .get(pk=version_pk)
+    )
+
+
+def _read_events(
+    version_pk: Any, last_id: int | None
+) -> tuple[list[tuple[int, str, dict[str, Any]]], bool, bool]:
     if last_id is None:
         # The id is read before the job: a transition committing in between then shows up as a
         # newer event on the next read instead of being labelled with stale data.
@@ -153,18 +143,19 @@ def _read_events(version_pk: Any, last_id: int | None) -> tuple[list[tuple[int, 
         latest = (
             JobEvent.objects.filter(job_id=job_id).order_by("-id").values_list("id", flat=True).first() or 0
         )
-        version = DocumentVersion.objects.select_related("job", "document").get(pk=version_pk)
+        version = _version(version_pk)
         assert version.job is not None
         current = job_status(version, version.job)
         last_event_is_current = not JobEvent.objects.filter(job_id=job_id, id__gt=latest).exists()
-        return [(latest, "status", current)], version.job.status in FINAL and last_event_is_current
+        done = version.job.status in FINAL and last_event_is_current
+        return [(latest, "status", current)], done, bool(version.open_to_all)  # type: ignore[attr-defined]
     # The events are read before the job: the job is then at least as new as every event read,
     # so none is labelled with older facts (a publish committing between the two reads would
     # otherwise go out as "ready" without its finish and publication times). An event newer
     # than the job read here is sent by the next read.
     of_version = Subquery(DocumentVersion.objects.filter(pk=version_pk).values("job_id"))
     rows = list(JobEvent.objects.filter(job_id=of_version, id__gt=last_id).order_by("id")[:500])
-    version = DocumentVersion.objects.select_related("job", "document").get(pk=version_pk)
+    version = _version(version_pk)
     job = version.job
     assert job is not None
     current = job_status(version, job)
@@ -179,14 +170,22 @@ def _read_events(version_pk: Any, last_id: int | None) -> tuple[list[tuple[int, 
     # Finished when the job is final and nothing older than its final state is still to send
     # (a client reconnecting after the end gets nothing more and the stream closes).
     done = job.status in FINAL and (not rows or rows[-1].job_version == job.version)
-    return out, done
+    return out, done, bool(version.open_to_all)  # type: ignore[attr-defined]
 
 
 def _format(event_id: int, name: str, data: dict[str, Any]) -> str:
     return f"id: {event_id}\nevent: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-async def _stream(version_pk: Any, job_id: str, last_id: int | None, user_id: Any) -> AsyncIterator[str]:
+async def _stream(
+    version_pk: Any,
+    job_id: str,
+    last_id: int | None,
+    user_id: Any,
+    still_visible: Any = None,
+) -> AsyncIterator[str]:
+    """``still_visible`` (None for a caller who sees every document) answers, in a worker
+    thread, whether the caller may still see the document."""
     keepalive = settings.SSE_KEEPALIVE_SECONDS
     # The client reconnects with Last-Event-ID and misses nothing; a bounded lifetime keeps a
     # forgotten stream from holding its slot (and a server thread) forever.
@@ -203,9 +202,17 @@ async def _stream(version_pk: Any, job_id: str, last_id: int | None, user_id: An
         wake = notify.subscribe(job_id)  # before the first read, so no commit can slip between
         yield "retry: 2000\n\n"
         reads = shared_reads()
-        quiet_since = time.monotonic()
+        quiet_since = checked_at = time.monotonic()
         while time.monotonic() < ends_at:
-            events, done = await reads.read(version_pk, last_id)
+            events, done, open_to_all = await reads.read(version_pk, last_id)
+            # Before sending a restricted document's events, and once a keep-alive period while
+            # quiet: the caller may have lost access since the stream opened (a list changed,
+            # a group membership or the permission went). Open to everyone: nothing to check.
+            due = bool(events) or time.monotonic() - checked_at >= keepalive
+            if still_visible is not None and not open_to_all and due:
+                if not await sync_to_async(still_visible)():
+                    return  # as for a document that is gone: nothing more is sent
+                checked_at = time.monotonic()
             if events:
                 yield "".join(text for _, text in events)
                 last_id = events[-1][0]
@@ -230,7 +237,7 @@ async def job_events(request: HttpRequest, document_id: str, job_id: str) -> Htt
         )
         refused["Allow"] = "GET, HEAD"
         return refused
-    code, version, user_id = await sync_to_async(_resolve)(request, document_id, job_id)
+    code, version, user_id, viewer = await sync_to_async(sse_access.resolve)(request, document_id, job_id)
     if version is None:
         names = {401: "not_authenticated", 403: "permission_denied", 404: "not_found"}
         messages = {
@@ -238,7 +245,7 @@ async def job_events(request: HttpRequest, document_id: str, job_id: str) -> Htt
             403: "Your account does not belong to a workspace.",
             404: "Not found.",
         }
-        if code == 401 and _sent_token(request) is not None:  # sent, and refused
+        if code == 401 and sse_access.sent_token(request) is not None:  # sent, and refused
             messages[401] = "The token is not valid: it is wrong or was revoked."
         return JsonResponse(error_body(names[code], messages[code]), status=code)
     header = request.headers.get("Last-Event-ID", "").strip()
@@ -262,8 +269,12 @@ async def job_events(request: HttpRequest, document_id: str, job_id: str) -> Htt
         )
         limited["Retry-After"] = "5"
         return limited
+    still_visible = None
+    if viewer is not None and not viewer.sees_all_already:
+        still_visible = partial(sse_access.still_visible, viewer, version.document_id, version.job_id)
     response = StreamingHttpResponse(
-        _stream(version.pk, str(version.job_id), last_id, user_id), content_type="text/event-stream"
+        _stream(version.pk, str(version.job_id), last_id, user_id, still_visible),
+        content_type="text/event-stream",
     )
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

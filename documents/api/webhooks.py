@@ -1,10 +1,15 @@
-"""``/api/webhooks``: a tenant's webhook endpoints. The secret is in the creation answer only."""
+"""``/api/webhooks``: a tenant's webhook endpoints. The secret is in the creation answer only.
+
+An endpoint belongs to the member who registers it and is told only about the documents they
+may see; so only its owner (or a workspace admin) changes or removes it: anyone else could
+point it at a server of their own and be told what only the owner may see."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
+from django.utils.translation import gettext_noop
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -102,13 +107,24 @@ class WebhookView(TenantView):
             raise ApiError(404, "not_found", "Not found.")
         return found
 
+    def endpoint_to_change(self, endpoint_id: str) -> WebhookEndpoint:
+        endpoint = self.endpoint(endpoint_id)
+        owner = endpoint.created_by_id is not None and endpoint.created_by_id == self.request.user.pk
+        if not (owner or self.viewer.is_admin):
+            raise ApiError(
+                403,
+                "not_allowed",
+                gettext_noop("Only the endpoint's owner or a workspace admin changes or removes it."),
+            )
+        return endpoint
+
     @extend_schema(responses={200: WebhookOut, **ERRORS})
     def get(self, request: Request, endpoint_id: str) -> Response:
         return Response(endpoint_out(self.endpoint(endpoint_id)))
 
     @extend_schema(request=WebhookIn(partial=True), responses={200: WebhookOut, **ERRORS})
     def patch(self, request: Request, endpoint_id: str) -> Response:
-        endpoint = self.endpoint(endpoint_id)
+        endpoint = self.endpoint_to_change(endpoint_id)
         form = WebhookIn(data=request.data, partial=True)
         form.is_valid(raise_exception=True)
         data = form.validated_data
@@ -126,5 +142,5 @@ class WebhookView(TenantView):
 
     @extend_schema(request=None, responses={204: None, **ERRORS})
     def delete(self, request: Request, endpoint_id: str) -> Response:
-        webhook_endpoint_delete(endpoint=self.endpoint(endpoint_id))
+        webhook_endpoint_delete(endpoint=self.endpoint_to_change(endpoint_id))
         return Response(status=status.HTTP_204_NO_CONTENT)

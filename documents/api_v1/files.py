@@ -2,7 +2,10 @@
 
 A document made outside /v1 (through /api, the pages, the CLI or a source) has no file object, yet
 it is a file of its collection's store and search names it by its ``file_id``: retrieving that id
-answers with the document's bytes as a file, so every id /v1 hands out can be looked up here."""
+answers with the document's bytes as a file, so every id /v1 hands out can be looked up here.
+
+A caller sees the file objects they uploaded and those a document they may see was made from
+(``documents.visibility.visible_files``); any other id answers as an unknown one."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from documents.selectors import visible_documents
 from documents.services.files import NOT_DOWNLOADABLE, PURPOSES, file_create, file_delete, file_open
 from documents.services.vector_stores import document_of_file
 from documents.throttles import UPLOAD_THROTTLES
+from documents.visibility import visible_files
 
 DOWNLOAD_PIECE_BYTES = 64 * 1024
 
@@ -99,16 +103,10 @@ def document_file_out(document: Document) -> dict[str, Any]:
     }
 
 
-def file_of(view: V1View, file_id: str) -> FileObject:
-    obj = FileObject.objects.filter(tenant=view.tenant, pk=file_id).first()
-    if obj is None:
-        raise not_found("file", file_id)
-    return obj
-
-
 def any_file_of(view: V1View, file_id: str) -> FileObject | Document:
-    """The file object, or the live document that has this file id without one."""
-    obj = FileObject.objects.filter(tenant=view.tenant, pk=file_id).first()
+    """The file object the caller may see, or the live document they may see that has this file
+    id without one."""
+    obj = visible_files(view.viewer).filter(pk=file_id).first()
     found = obj if obj is not None else document_of_file(view.tenant, file_id, visible_documents(view.viewer))
     if found is None:
         raise not_found("file", file_id)
@@ -147,7 +145,7 @@ class FilesView(V1View):
         responses={200: FileListOut, **V1_ERRORS},
     )
     def get(self, request: Request) -> Response:
-        queryset = FileObject.objects.filter(tenant=self.tenant)
+        queryset = visible_files(self.viewer)
         purpose = request.query_params.get("purpose")
         if purpose:
             queryset = queryset.filter(purpose=purpose)
@@ -164,7 +162,7 @@ class FileView(V1View):
     def delete(self, request: Request, file_id: str) -> Response:
         """Delete a file object (documents made from it stay in their stores, as OpenAI's). A
         document's own file is refused: it is removed with the document, through its store."""
-        if file_delete(tenant=self.tenant, file_id=file_id):
+        if file_delete(tenant=self.tenant, file_id=file_id, files=visible_files(self.viewer)):
             return Response({"id": file_id, "object": "file", "deleted": True})
         document = document_of_file(self.tenant, file_id, visible_documents(self.viewer))
         if document is None:

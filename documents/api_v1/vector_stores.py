@@ -37,6 +37,7 @@ from documents.services.access import AccessInputError, check_principals
 from documents.services.attributes import document_update
 from documents.services.collections import collections_of
 from documents.throttles import SEARCH_THROTTLES, UPLOAD_THROTTLES, throttle_charge
+from documents.visibility import visible_files
 
 POLL_AFTER_MS = "500"
 FILE_LIST = [
@@ -192,6 +193,7 @@ class StoresView(StoreView):
                 user=self.request.user,
                 batch=batch,
                 access=access,
+                files=visible_files(self.viewer),
             )
         except vs.StoreInputError as exc:
             raise _store_error(exc) from None
@@ -397,7 +399,7 @@ class BatchCancelView(BatchView):
     @extend_schema(operation_id="v1_file_batches_cancel", request=None, responses=ok(sc.FileBatchOut))
     def post(self, request: Request, store_id: str, batch_id: str) -> Response:
         batch = self.batch(store_id, batch_id)
-        vs.batch_cancel(batch=batch, user=request.user)
+        vs.batch_cancel(batch=batch, user=request.user, visible=self.visible)
         batch.refresh_from_db()
         return Response(batch_out(batch, self.visible))
 

@@ -156,7 +156,7 @@ def evaluation_subject_links(job: Job) -> list[tuple[str, str]]:
     return [("evaluation run", reverse("admin:documents_evaluationrun_change", args=[job.subject_id]))]
 
 
-def evaluation_subject_labels(jobs: list[Job]) -> dict[Any, tuple[str, str]]:
+def evaluation_subject_labels(jobs: list[Job], user: Any) -> dict[Any, tuple[str, str]]:
     runs = EvaluationRun.objects.filter(pk__in={job.subject_id for job in jobs})
     names = {str(pk): name for pk, name in runs.values_list("pk", "query_set__name")}
     return {

@@ -1,11 +1,13 @@
 """HTML pages for retrieval evaluation (docs/pages.md, "Evaluation"): a collection's query sets,
 runs and a chart over time; one run's figures per mode and language; two runs compared per
 query; and the search page's "answered my question" / "wrong" buttons, which record candidates
-an operator confirms in the admin. The same services as the API underneath."""
+an operator confirms in the admin. The same services as the API underneath, and the same rule:
+per-query rows only where the member may see every document the query's labels name."""
 
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
 from django.contrib import messages
@@ -22,7 +24,7 @@ from documents.evaluation.metrics import NAMES
 from documents.evaluation.models import EvaluationResult, EvaluationRun, LabelledQuerySet
 from documents.models import Chunk, Tenant
 from documents.pages.document import _see_other, tenant_required
-from documents.selectors import access_document, viewer_for
+from documents.selectors import access_document, queries_in_sight, viewer_for, visible_documents
 from documents.services.collections import collection_of
 from documents.services.evaluation import (
     EvaluationRefused,
@@ -127,7 +129,8 @@ def _act(request: HttpRequest, tenant: Tenant, collection: Any) -> str | None:
             upload = request.FILES.get("file")
             if upload is None or (upload.size or 0) > MAX_IMPORT_BYTES:
                 return _("Choose a JSON Lines file of at most 5 MB.")
-            added = query_set_import(query_set=query_set, data=upload.read())
+            visible = visible_documents(viewer_for(request.user, tenant))
+            added = query_set_import(query_set=query_set, data=upload.read(), visible=visible)
             messages.success(request, _("%(count)d queries imported.") % {"count": added})
             return None
         if action == "run":
@@ -160,7 +163,11 @@ def run_page(request: HttpRequest, tenant: Tenant, run_id: str) -> HttpResponse:
     run = _run_of(tenant, run_id)
     job = Job.objects.filter(pk=run.job_id).first() if run.job_id else None
     others = EvaluationRun.objects.filter(query_set=run.query_set).exclude(pk=run.pk).exclude(summary={})
-    results = EvaluationResult.objects.filter(run=run).order_by("query_id", "mode")[:500]
+    results = list(EvaluationResult.objects.filter(run=run).order_by("query_id", "mode")[:500])
+    viewer = viewer_for(request.user, tenant)
+    if viewer.principals is not None:  # only the rows whose labelled documents the member may see
+        shown = queries_in_sight(viewer, {r.query_id for r in results})
+        results = [r for r in results if r.query_id in shown]
     context = {
         "run": run,
         "job": job,
@@ -179,7 +186,10 @@ def compare_page(request: HttpRequest, tenant: Tenant, run_id: str, other_id: st
     base, other = _run_of(tenant, run_id), _run_of(tenant, other_id)
     if base.query_set_id != other.query_set_id or not base.summary or not other.summary:
         raise Http404
-    compared = runs_compare(base, other)
+    viewer = viewer_for(request.user, tenant)
+    compared = runs_compare(
+        base, other, shown=None if viewer.principals is None else partial(queries_in_sight, viewer)
+    )
     deltas = [
         {"mode": mode, "language": language, "values": [d.get(n, 0) for n in NAMES]}
         for mode, languages in compared["deltas"].items()

@@ -3,6 +3,10 @@
 Each file goes through the same upload service as a single upload (so the same checks); a file
 that is refused is recorded with its reason and does not fail the others. When the last job of a
 batch finishes, the batch is marked completed and ``batch.completed`` is sent (in that commit).
+
+A batch belongs to its workspace; what it says about its files is what the reader may see: its
+counts and its list hold the refused files (no document was made of them) and the documents the
+reader may see (``documents.visibility``), and a cancel cancels only those.
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ from django.utils import timezone
 
 from documents.engines.validation import UploadRejected
 from documents.models import Batch, BatchItem, Collection, Tenant
+from documents.principals import Viewer
 from documents.services.upload import document_upload
 from documents.services.webhooks import BATCH_COMPLETED, event_emit
+from documents.visibility import seen_among
 from jobs.errors import JobConflict, TransitionRefused
 from jobs.models import FINISHED, Actor, Job, Status
 from jobs.services.lifecycle import job_cancel
@@ -78,18 +84,39 @@ def batch_create(
 NOTHING_TO_CANCEL = "Every file of this batch has finished processing: there is nothing to cancel."
 
 
-def batch_cancel(*, batch: Batch, user: Any = None) -> Batch:
-    """Cancel every unfinished job of the batch (queued at once, running at its next safe point).
+def _items(batch: Batch, viewer: Viewer | None) -> list[BatchItem]:
+    """The batch's items ``viewer`` may know of (None: all): every refused file, and each file
+    whose document the viewer may see (still there or being deleted). A file whose document is
+    gone (its access list gone with it) is known to the batch's uploader and to those who see
+    every document."""
+    items = list(batch.items.select_related("job"))
+    if viewer is None or viewer.sees_all_already:
+        return items
+    seen = seen_among(viewer, [i.document_id for i in items if i.document_id is not None])
+    uploader = viewer.user_id is not None and viewer.user_id == batch.created_by_id
+    return [
+        item
+        for item in items
+        if (item.job_id is None and item.document_id is None)  # refused: no document was made
+        or item.document_id in seen
+        or (item.document_id is None and (uploader or viewer.sees_all))
+    ]
 
-    Raises :class:`TransitionRefused` (and records nothing) when every job has finished, as a
-    finished job refuses its cancel.
+
+def batch_cancel(*, batch: Batch, user: Any = None, viewer: Viewer | None = None) -> Batch:
+    """Cancel every unfinished job of the batch (of the documents ``viewer`` may see, when
+    given): queued at once, running at its next safe point.
+
+    Raises :class:`TransitionRefused` (and records nothing) when every such job has finished, as
+    a finished job refuses its cancel.
     """
     name = getattr(user, "get_username", lambda: "")()
-    jobs = Job.objects.filter(pk__in=batch.items.exclude(job=None).values("job_id"))
+    job_ids = [item.job_id for item in _items(batch, viewer) if item.job_id is not None]
+    jobs = Job.objects.filter(pk__in=job_ids)
     if not jobs.exclude(status__in=FINISHED).exists():
         raise TransitionRefused(NOTHING_TO_CANCEL)
     Batch.objects.filter(pk=batch.pk, cancel_requested_at=None).update(cancel_requested_at=timezone.now())
-    for job_id in batch.items.exclude(job=None).values_list("job_id", flat=True):
+    for job_id in job_ids:
         try:
             job_cancel(job_id=job_id, actor=Actor.USER, actor_name=name, reason="batch cancelled")
         except JobConflict:
@@ -98,14 +125,13 @@ def batch_cancel(*, batch: Batch, user: Any = None) -> Batch:
     return batch
 
 
-def file_counts(batch: Batch) -> dict[str, int]:
-    statuses = Job.objects.filter(pk__in=batch.items.exclude(job=None).values("job_id")).values_list(
-        "status", flat=True
-    )
-    counts = Counter(COUNTED.get(Status(s), "in_progress") for s in statuses)
+def file_counts(batch: Batch, viewer: Viewer | None = None) -> dict[str, int]:
+    """The batch's files by state, of what ``viewer`` may know of (None: all)."""
+    items = _items(batch, viewer)
+    counts = Counter(COUNTED.get(Status(i.job.status), "in_progress") for i in items if i.job is not None)
     result = {key: counts.get(key, 0) for key in COUNT_KEYS}
     result["total"] = sum(counts.values())
-    result["rejected"] = batch.items.filter(job=None).count()
+    result["rejected"] = sum(1 for i in items if i.job_id is None)
     return result
 
 
@@ -128,13 +154,15 @@ def batch_job_finished(job: Job) -> None:
     event_emit(
         tenant=batch.tenant,
         event_type=BATCH_COMPLETED,
-        data={"batch_id": str(batch.pk), "file_counts": file_counts(batch)},
+        # Each endpoint's owner is told the counts of what they may see.
+        data=lambda reader: {"batch_id": str(batch.pk), "file_counts": file_counts(batch, reader)},
     )
 
 
-def batch_items(batch: Batch) -> list[dict[str, Any]]:
+def batch_items(batch: Batch, viewer: Viewer | None = None) -> list[dict[str, Any]]:
+    """The batch's files in order, of what ``viewer`` may know of (None: all)."""
     items = []
-    for item in batch.items.select_related("job"):
+    for item in _items(batch, viewer):
         entry: dict[str, Any] = {"position": item.position, "filename": item.filename}
         if item.job is None:
             entry["error"] = {"code": item.error_code, "message": item.error_message}

@@ -136,7 +136,12 @@ def document_delete(
                 _stop_job(version.job_id, name)
         Document.objects.filter(pk=pk).update(deleted_at=timezone.now(), published_version=None)
         deletion = _record(tenant=tenant, document_id=pk, number=None, versions=versions, user=user, via=via)
-        event_emit(tenant=tenant, event_type=DOCUMENT_DELETED, data={"document_id": str(pk), "version": None})
+        event_emit(
+            tenant=tenant,
+            event_type=DOCUMENT_DELETED,
+            data={"document_id": str(pk), "version": None},
+            document_id=pk,
+        )
     return _result(deletion)
 
 

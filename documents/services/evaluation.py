@@ -3,10 +3,12 @@ candidates from the search page, starting a run, and comparing two runs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
@@ -47,12 +49,15 @@ def query_set_create(*, collection: Collection, name: str, description: str = ""
     )
 
 
-def query_set_import(*, query_set: LabelledQuerySet, data: bytes) -> int:
+def query_set_import(
+    *, query_set: LabelledQuerySet, data: bytes, visible: QuerySet[Document] | None = None
+) -> int:
     """Add the queries of a JSON Lines upload to ``query_set``; how many. All or nothing: the
-    first bad line (or an id that is not a document or chunk of the set's collection) raises
-    ``LabelsInvalid`` naming the line, and nothing is added."""
+    first bad line (or an id that is not a document or chunk of the set's collection, among
+    ``visible``, the documents the importer may see, when given) raises ``LabelsInvalid``
+    naming the line, and nothing is added."""
     parsed = parse_jsonl(data)
-    _check_ids(query_set, parsed)
+    _check_ids(query_set, parsed, Document.objects.all() if visible is None else visible)
     with transaction.atomic():
         LabelledQuery.objects.bulk_create(
             [
@@ -63,11 +68,13 @@ def query_set_import(*, query_set: LabelledQuerySet, data: bytes) -> int:
     return len(parsed)
 
 
-def _check_ids(query_set: LabelledQuerySet, parsed: list[ParsedQuery]) -> None:
+def _check_ids(query_set: LabelledQuerySet, parsed: list[ParsedQuery], visible: QuerySet[Document]) -> None:
+    # An id the importer may not see is refused as one that does not exist: a label would
+    # otherwise confirm it (and later show its queries' figures to its importer).
     wanted = {key for q in parsed for key in q.labels}
     documents = {
         document_key(pk)
-        for pk in Document.objects.filter(
+        for pk in visible.filter(
             collection_id=query_set.collection_id,
             deleted_at=None,
             pk__in=[k.split(":", 1)[1] for k in wanted if k.startswith("document:")],
@@ -76,7 +83,7 @@ def _check_ids(query_set: LabelledQuerySet, parsed: list[ParsedQuery]) -> None:
     chunks = {
         chunk_key(pk)
         for pk in Chunk.objects.filter(
-            version__document__collection_id=query_set.collection_id,
+            version__document__in=visible.filter(collection_id=query_set.collection_id),
             pk__in=[int(k.split(":", 1)[1]) for k in wanted if k.startswith("chunk:")],
         ).values_list("pk", flat=True)
     }
@@ -209,17 +216,26 @@ class QueryOutcome:
         return "win" if self.after > self.before else "loss" if self.after < self.before else "tie"
 
 
-def runs_compare(base: EvaluationRun, other: EvaluationRun, metric: str = "mrr@10") -> dict[str, Any]:
+def runs_compare(
+    base: EvaluationRun,
+    other: EvaluationRun,
+    metric: str = "mrr@10",
+    shown: Callable[[Iterable[Any]], set[Any]] | None = None,
+) -> dict[str, Any]:
     """``other`` against ``base``: the summary deltas per mode and language, and per query and
-    mode whether ``other`` won, lost or tied on ``metric``."""
+    mode whether ``other`` won, lost or tied on ``metric``. With ``shown`` (query ids to the
+    ones the reader may see: ``selectors.queries_in_sight``) the per-query rows and their wins,
+    losses and ties are those queries' only; the deltas stay the whole set's figures."""
     rows = {
         (r.query_id, r.mode): r
         for r in EvaluationResult.objects.filter(run=base).only("query_id", "mode", "figures")
     }
+    results = list(EvaluationResult.objects.filter(run=other).order_by("query_id", "mode"))
+    allowed = None if shown is None else shown({r.query_id for r in results if r.query_id is not None})
     outcomes = []
-    for result in EvaluationResult.objects.filter(run=other).order_by("query_id", "mode"):
+    for result in results:
         mine = rows.get((result.query_id, result.mode))
-        if mine is None:
+        if mine is None or (allowed is not None and result.query_id not in allowed):
             continue
         outcomes.append(
             QueryOutcome(

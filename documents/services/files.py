@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
+from django.db.models import QuerySet
 
 from documents.models import FileObject, Tenant
 from documents.services.storage import StorageQuotaExceeded, check_storage, lock_storage
@@ -87,11 +88,13 @@ def file_read(obj: FileObject) -> bytes:
     return data
 
 
-def file_delete(*, tenant: Tenant, file_id: str) -> bool:
-    """Delete a file object and its bytes; False when ``tenant`` has no such file. Documents made
-    from it in vector stores stay (as with OpenAI: they are deleted through the vector store)."""
+def file_delete(*, tenant: Tenant, file_id: str, files: QuerySet[FileObject] | None = None) -> bool:
+    """Delete a file object and its bytes; False when ``tenant`` has no such file (among
+    ``files``, the ones the caller may see, when given). Documents made from it in vector stores
+    stay (as with OpenAI: they are deleted through the vector store)."""
     with transaction.atomic():
-        obj = FileObject.objects.select_for_update().filter(tenant=tenant, pk=file_id).first()
+        found = FileObject.objects.all() if files is None else files
+        obj = found.select_for_update().filter(tenant=tenant, pk=file_id).first()
         if obj is None:
             return False
         stored = obj.stored_name

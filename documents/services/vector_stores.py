@@ -200,12 +200,15 @@ def file_attach(
     user: Any = None,
     batch: VectorStoreFileBatch | None = None,
     access: list[str] | None = None,
+    files: QuerySet[FileObject] | None = None,
 ) -> Document:
     """Attach a file object to the store: its bytes become a document of the collection (the
     upload service checks them, a job processes them) that keeps the file's id. Attaching it
-    again returns the same document. Raises :class:`StoreInputError` (404) for an unknown file,
-    ``UploadRejected`` for bad bytes."""
-    obj = FileObject.objects.filter(tenant=tenant, pk=str(file_id)).first()
+    again returns the same document. Raises :class:`StoreInputError` (404) for an unknown file
+    (or one not among ``files``, those the caller may see, when given), ``UploadRejected`` for
+    bad bytes."""
+    candidates = FileObject.objects.all() if files is None else files
+    obj = candidates.filter(tenant=tenant, pk=str(file_id)).first()
     if obj is None:
         raise StoreInputError("file_id", "not_found", f"No file found with id '{str(file_id)[:80]}'.", 404)
     existing = live_files(collection).filter(file_id=obj.pk).first()
@@ -326,13 +329,16 @@ def last_error(job: Job | None) -> dict[str, str] | None:
     return {"code": code, "message": str(cause.user_message)}
 
 
-def batch_cancel(*, batch: VectorStoreFileBatch, user: Any = None) -> None:
-    """Cancel every unfinished job of the batch (queued at once, running at its next safe point)."""
+def batch_cancel(
+    *, batch: VectorStoreFileBatch, user: Any = None, visible: QuerySet[Document] | None = None
+) -> None:
+    """Cancel every unfinished job of the batch (of ``visible``, the documents the caller may
+    see, when given): queued at once, running at its next safe point."""
     name = getattr(user, "get_username", lambda: "")()
     VectorStoreFileBatch.objects.filter(pk=batch.pk, cancel_requested_at=None).update(
         cancel_requested_at=timezone.now()
     )
-    for attached in live_files(batch.collection).filter(file_batch=batch):
+    for attached in live_files(batch.collection, visible).filter(file_batch=batch):
         job = job_of(attached)
         if job is None:
             continue

@@ -3,6 +3,13 @@
 An event is written as one :class:`WebhookMessage` per subscribed endpoint inside the commit that
 makes it true (the job's terminal transition, the delete), so it is never lost nor told early;
 the workers send it after that commit (``documents.webhooks.delivery``).
+
+An endpoint belongs to the user who registered it (``created_by``) and is told only what that
+user may see when the event is written (docs/permissions.md): an event about a document goes
+to the endpoints whose owner may see that document, and an event whose content depends on the
+reader (a batch's counts) is written for each owner as they see it. An owner who is no longer
+an active member of the workspace is told nothing. An endpoint without an owner (made by the
+platform itself, or before owners were recorded) is workspace-wide.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 import base64
 import secrets
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -18,8 +25,10 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from documents.models import DocumentVersion, Tenant, WebhookEndpoint, WebhookMessage
+from documents.models import DocumentVersion, Membership, Tenant, WebhookEndpoint, WebhookMessage
+from documents.principals import Viewer
 from documents.texts import Text
+from documents.visibility import seen_among, viewer_for
 from documents.webhooks.delivery import TargetRefused, check_target, dispatch_message
 from jobs.models import Job, Status
 
@@ -115,30 +124,61 @@ def webhook_endpoint_delete(*, endpoint: WebhookEndpoint) -> None:
     WebhookEndpoint.objects.filter(pk=endpoint.pk).delete()
 
 
-def event_emit(*, tenant: Tenant, event_type: str, data: dict[str, Any]) -> list[WebhookMessage]:
-    """Write ``event_type`` for every enabled endpoint of ``tenant`` subscribed to it; each is
-    sent after the surrounding transaction commits. Call it inside that transaction."""
+# What an event says: the same for every endpoint, or made for each endpoint's reader (None: a
+# workspace-wide endpoint) from what that reader may see.
+EventData = dict[str, Any] | Callable[[Viewer | None], dict[str, Any]]
+
+
+def event_emit(
+    *, tenant: Tenant, event_type: str, data: EventData, document_id: Any = None
+) -> list[WebhookMessage]:
+    """Write ``event_type`` for every enabled endpoint of ``tenant`` subscribed to it whose owner
+    may see ``document_id`` (the document the event is about, if any) now; each is sent after
+    the surrounding transaction commits. Call it inside that transaction."""
     endpoints = [
         e for e in WebhookEndpoint.objects.filter(tenant=tenant, enabled=True) if event_type in e.events
     ]
     if not endpoints:
         return []
+    readers = _readers(tenant, endpoints)
     now = timezone.now()
-    messages = [
-        WebhookMessage(
-            id=uuid.uuid4(),
-            endpoint=endpoint,
-            event_type=event_type,
-            payload={"type": event_type, "timestamp": now.isoformat(), "data": data},
-            next_attempt_at=now,
-            created_at=now,
+    messages = []
+    seen: dict[int, bool] = {}
+    for endpoint in endpoints:
+        if endpoint.created_by_id is not None and endpoint.created_by_id not in readers:
+            continue  # its owner left the workspace or was deactivated: told nothing
+        reader = readers.get(endpoint.created_by_id) if endpoint.created_by_id is not None else None
+        if document_id is not None and reader is not None and reader.user_id is not None:
+            if reader.user_id not in seen:
+                seen[reader.user_id] = bool(seen_among(reader, [document_id]))
+            if not seen[reader.user_id]:
+                continue
+        payload = data(reader) if callable(data) else data
+        messages.append(
+            WebhookMessage(
+                id=uuid.uuid4(),
+                endpoint=endpoint,
+                event_type=event_type,
+                payload={"type": event_type, "timestamp": now.isoformat(), "data": payload},
+                next_attempt_at=now,
+                created_at=now,
+            )
         )
-        for endpoint in endpoints
-    ]
+    if not messages:
+        return []
     WebhookMessage.objects.bulk_create(messages)
     ids = [m.pk for m in messages]
     transaction.on_commit(lambda: _dispatch_all(ids))
     return messages
+
+
+def _readers(tenant: Tenant, endpoints: list[WebhookEndpoint]) -> dict[int, Viewer]:
+    """Each endpoint owner who is an active member of ``tenant``, as a caller there."""
+    owner_ids = {e.created_by_id for e in endpoints if e.created_by_id is not None}
+    if not owner_ids:
+        return {}
+    members = Membership.objects.filter(tenant=tenant, user_id__in=owner_ids, user__is_active=True)
+    return {m.user_id: viewer_for(m.user, tenant) for m in members.select_related("user")}
 
 
 def _dispatch_all(ids: list[uuid.UUID]) -> None:
@@ -164,7 +204,9 @@ def document_job_event(job: Job) -> None:
     }
     if job.status == Status.FAILED:
         data["error"] = {"code": job.error_code, "message": job.error_message}
-    event_emit(tenant=version.document.tenant, event_type=event_type, data=data)
+    event_emit(
+        tenant=version.document.tenant, event_type=event_type, data=data, document_id=version.document_id
+    )
 
 
 def webhook_message_resend(*, message_id: Any) -> None:

@@ -168,7 +168,7 @@ class JobAdmin(JobReadOnlyMixin, OperatorActionsMixin):
         # the page's job objects for the subject column.
         changelist = super().get_changelist_instance(request)
         jobs = list(changelist.result_list)
-        labels = subject_labels(jobs)
+        labels = subject_labels(jobs, request.user)
         for job in jobs:
             job.subject_label = labels.get(job.pk)
         return changelist

@@ -58,24 +58,25 @@ def subject_links(job: Job) -> list[tuple[str, str]]:
         return []
 
 
-SubjectLabels = Callable[[list[Job]], dict[Any, tuple[str, str]]]
+SubjectLabels = Callable[[list[Job], Any], dict[Any, tuple[str, str]]]
 _labels: dict[str, SubjectLabels] = {}
 
 
 def register_subject_labels(kind: str, labels: SubjectLabels) -> None:
-    """``labels(jobs)`` returns ``{job.pk: (label, url)}`` for a page of jobs of ``kind`` (one
-    query for the page, not one per row): what the job list shows as each job's subject."""
+    """``labels(jobs, user)`` returns ``{job.pk: (label, url)}`` for a page of jobs of ``kind``
+    (one query for the page, not one per row): what the job list shows ``user`` (the operator
+    looking) as each job's subject. A job left out shows its subject id."""
     _labels[kind] = labels
 
 
-def subject_labels(jobs: list[Job]) -> dict[Any, tuple[str, str]]:
+def subject_labels(jobs: list[Job], user: Any) -> dict[Any, tuple[str, str]]:
     found: dict[Any, tuple[str, str]] = {}
     for kind in {job.kind for job in jobs}:
         labels = _labels.get(kind)
         if labels is None:
             continue
         try:
-            found.update(labels([job for job in jobs if job.kind == kind]))
+            found.update(labels([job for job in jobs if job.kind == kind], user))
         except Exception:  # a broken label must not take the job list down with it
             log.exception("subject labels for kind %s failed", kind)
     return found

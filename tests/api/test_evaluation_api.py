@@ -6,6 +6,7 @@ its exit status on bad input."""
 from __future__ import annotations
 
 import json
+import uuid
 from io import StringIO
 
 import pytest
@@ -13,8 +14,9 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from documents.evaluation.models import LabelCandidate, LabelledQuery
-from documents.models import Tenant
+from documents.models import Chunk, Tenant
 from documents.services.collections import default_collection
+from documents.services.upload import document_upload
 from jobs.models import Status
 from tests.documents.helpers import run_until_idle, upload
 from tests.documents.test_delete import client_for
@@ -187,3 +189,70 @@ def test_a_gated_reindex_names_a_set_of_the_workspace(alice):
     assert after["before_run_id"] and after["after_run_id"] and after["passed"] in (True, False)
     run = client.get(f"/api/evaluation-runs/{after['after_run_id']}").json()
     assert run["reindex_job_id"] == str(job.pk) and run["embedder"] == "hashing-v1-16"
+
+
+def test_per_query_rows_and_labels_name_only_documents_the_caller_may_see(alice):
+    client, ids, collection = alice
+    tenant = Tenant.objects.get(slug="acme")
+    owner = tenant.memberships.get(user__username="alice").user
+    bob = client_for("bob", "acme")
+    secret = document_upload(
+        tenant=tenant,
+        data=b"Salaries by the tide: the payroll of every deckhand.",
+        filename="salaries.txt",
+        title="Salaries by the tide",
+        user=owner,
+        access=[f"user:{owner.pk}"],
+    )
+    assert secret.job is not None and run_until_idle(secret.job.pk).status == Status.READY
+    hidden = str(secret.document.pk)
+    chunk = Chunk.objects.filter(version__document_id=hidden).values_list("pk", flat=True).first()
+    set_id = client.post(f"/api/collections/{collection}/query-sets", {"name": "s"}, format="json").json()[
+        "id"
+    ]
+    body = lines(
+        {"query": "fishing boat harbour", "relevant": [ids[0]]},
+        {"query": "Salaries by the tide", "relevant": [hidden]},
+        {"query": "deckhand payroll", "relevant": [chunk]},
+    )
+    imported = client.generic(
+        "POST", f"/api/query-sets/{set_id}/queries", body, content_type="application/x-ndjson"
+    )
+    assert imported.status_code == 201, imported.content
+
+    # Bob cannot label what he may not see: refused exactly as an id that does not exist.
+    missing = str(uuid.uuid4())
+    answers = [
+        bob.generic(
+            "POST",
+            f"/api/query-sets/{set_id}/queries",
+            lines({"query": "tide", "relevant": [label]}),
+            content_type="application/x-ndjson",
+        )
+        for label in (hidden, missing)
+    ]
+    assert answers[0].status_code == answers[1].status_code == 400
+    assert answers[0].content.decode().replace(hidden, missing) == answers[1].content.decode()
+
+    runs = []
+    for embedder in ("", "hashing:16"):
+        run = client.post(f"/api/query-sets/{set_id}/runs", {"embedder": embedder}, format="json").json()
+        assert run_until_idle(run["job_id"]).status == Status.READY
+        runs.append(run["id"])
+    url = f"/api/evaluation-runs/{runs[0]}/compare/{runs[1]}"
+
+    mine = client.get(url).json()
+    assert {q["query"] for q in mine["queries"]} == {
+        "fishing boat harbour",
+        "Salaries by the tide",
+        "deckhand payroll",
+    }
+    assert mine["wins"] + mine["losses"] + mine["ties"] == 9
+    theirs = bob.get(url)
+    assert theirs.status_code == 200, theirs.content
+    assert {q["query"] for q in theirs.json()["queries"]} == {"fishing boat harbour"}
+    assert theirs.json()["wins"] + theirs.json()["losses"] + theirs.json()["ties"] == 3
+    text = theirs.content.decode()
+    assert "Salaries" not in text and "payroll" not in text and hidden not in text
+    assert theirs.json()["deltas"] == mine["deltas"]  # the whole set's figures name no document
+    assert "Salaries" not in bob.get(f"/api/evaluation-runs/{runs[0]}").content.decode()

@@ -55,7 +55,7 @@ def test_subscribers_woken_together_share_one_read_and_its_rendering(alice: Call
 
     results = async_to_sync(thousand_wake)()
     assert calls == [last]
-    events, done = results[0]
+    events, done, _ = results[0]
     assert [event_id for event_id, _ in events] == event_ids(body["job_id"]) and not done
     assert all(result == results[0] for result in results)
     assert events[0][1].startswith(f"id: {events[0][0]}\nevent: ")
@@ -90,7 +90,7 @@ def test_a_subscriber_that_leaves_does_not_cancel_the_read_of_the_others(alice: 
         gate.set()
         return await staying
 
-    events, _ = async_to_sync(one_leaves)()
+    events, _, _ = async_to_sync(one_leaves)()
     assert len(calls) == 1 and len(events) == 1
 
 
@@ -124,7 +124,7 @@ def test_a_publish_committing_during_a_read_never_goes_out_with_older_facts(alic
     sent: list[tuple[int, str]] = []
     done = False
     while not done:
-        events, done = sse._events_after(version_pk, last)
+        events, done, _ = sse._events_after(version_pk, last)
         sent += events
         last = events[-1][0] if events else last
     assert published

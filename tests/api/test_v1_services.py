@@ -180,7 +180,11 @@ def test_vector_store_refusals_have_the_openai_shape_and_name_the_parameter() ->
     refused("post", files, {"file_id": "file-nope"}, 404, "not_found", "file_id")
     tenant = Tenant.objects.get(slug="acme")
     exe = file_create(
-        tenant=tenant, user=None, data=b"MZ\x90\x00" * 64, filename="x.exe", purpose="assistants"
+        tenant=tenant,
+        user=tenant.memberships.get().user,  # the caller's own bytes: refused for what they are
+        data=b"MZ\x90\x00" * 64,
+        filename="x.exe",
+        purpose="assistants",
     )
     answer = client.post(files, {"file_id": exe.pk}, format="json")
     assert 400 <= answer.status_code < 500 and set(answer.json()["error"]) == {
@@ -219,9 +223,12 @@ def test_a_batch_of_files_with_their_own_attributes() -> None:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {user_create_in_tenant(username='a', tenant_slug='acme')}")
     tenant = Tenant.objects.get(slug="acme")
+    uploader = tenant.memberships.get().user  # a file object is its uploader's to attach
     store = client.post("/v1/vector_stores", {"name": "s"}, format="json").json()["id"]
     made = [
-        file_create(tenant=tenant, user=None, data=text.encode(), filename=f"{n}.txt", purpose="assistants")
+        file_create(
+            tenant=tenant, user=uploader, data=text.encode(), filename=f"{n}.txt", purpose="assistants"
+        )
         for n, text in (
             ("heron", "The heron waited in the reeds."),
             ("otter", "The otter slid into the river."),

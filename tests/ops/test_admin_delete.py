@@ -47,7 +47,7 @@ def delete_action(client: Client, document_id: object) -> object:
 def test_the_admin_action_deletes_through_the_service_and_records_the_operator(media: Path):
     job = document_job()
     document_id = DocumentVersion.objects.get(job_id=job.pk).document_id
-    admin = staff("dora", "view_document", "delete_document", "view_deletion")
+    admin = staff("dora", "view_document", "view_all_documents", "delete_document", "view_deletion")
 
     response = delete_action(admin, document_id)
 
@@ -68,7 +68,7 @@ def test_the_admin_action_deletes_through_the_service_and_records_the_operator(m
 def test_the_action_needs_the_delete_permission():
     job = document_job()
     document_id = DocumentVersion.objects.get(job_id=job.pk).document_id
-    viewer = staff("vic", "view_document")
+    viewer = staff("vic", "view_document", "view_all_documents")
     page = viewer.get(reverse(CHANGELIST)).content.decode()
     assert "delete_with_cleanup" not in page
     delete_action(viewer, document_id)

@@ -206,6 +206,11 @@ def test_editing_documents_needs_the_change_document_permission(operator):
 
     user = User.objects.get(username="olga")
     user.user_permissions.add(Permission.objects.get(codename="change_document"))
+    # An operator of no workspace sees a document in the admin only with view_all_documents.
+    assert change_document(operator, document, "Edited", '{"a": 1}').status_code == 302
+    document.refresh_from_db()
+    assert document.title != "Edited"
+    user.user_permissions.add(Permission.objects.get(codename="view_all_documents"))
     assert change_document(operator, document, "Edited", '{"a": 1}').status_code == 302
     document.refresh_from_db()
     assert (document.title, document.attributes) == ("Edited", {"a": 1})

@@ -5,6 +5,7 @@ the page."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -16,7 +17,15 @@ from tests.ops.test_admin_lists import row_of
 pytestmark = pytest.mark.django_db
 
 
+def see_every_document(username: str) -> None:
+    """``documents.view_all_documents``: the titles of every workspace's documents."""
+    User.objects.get(username=username).user_permissions.add(
+        Permission.objects.get(content_type__app_label="documents", codename="view_all_documents")
+    )
+
+
 def test_a_document_jobs_subject_is_its_title_and_version_linked_to_the_document(viewer):
+    see_every_document("vera")
     job = document_job()
     version = DocumentVersion.objects.get(job_id=job.pk)
     Document.objects.filter(pk=version.document_id).update(title="Harbour <lights> report")

@@ -31,7 +31,9 @@ def media(settings, tmp_path: Path) -> Path:
 def _staff(username: str, *jobs_codenames: str) -> Client:
     user = make_staff(username, *jobs_codenames)
     user.user_permissions.add(
-        Permission.objects.get(content_type__app_label="documents", codename="view_document")
+        *Permission.objects.filter(
+            content_type__app_label="documents", codename__in=["view_document", "view_all_documents"]
+        )
     )
     return login(user)
 

@@ -17,9 +17,10 @@ from django.test import Client
 
 from documents.evaluation.models import EvaluationRun, LabelCandidate, LabelledQuery, LabelledQuerySet
 from documents.services.collections import default_collection
+from documents.services.upload import document_upload
 from jobs.models import Status
 from tests.documents.helpers import run_until_idle
-from tests.pages.helpers import Member
+from tests.pages.helpers import Member, make_member
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -139,3 +140,49 @@ def test_search_buttons_record_candidates_that_the_admin_confirms(alice: Member)
     assert admin.get("/admin/documents/evaluationrun/add/").status_code == 403
     jobs = admin.get("/admin/jobs/job/").content.decode()
     assert "evaluation" in jobs
+
+
+def test_a_run_and_a_comparison_show_a_member_only_the_queries_about_documents_they_may_see(alice: Member):
+    carol = make_member("carol", "acme")
+    harbour = ingest(alice, "The harbour master logged every fishing boat.", "harbour.txt")
+    owner = alice.user
+    secret = document_upload(
+        tenant=alice.tenant,
+        data=b"Salaries by the tide: the payroll of every deckhand.",
+        filename="salaries.txt",
+        title="Salaries by the tide",
+        user=owner,
+        access=[f"user:{owner.pk}"],
+    )
+    assert secret.job is not None and run_until_idle(secret.job.pk).status == Status.READY
+    hidden = str(secret.document.pk)
+    url = f"/collections/{default_collection(alice.tenant).pk}/evaluation"
+    assert alice.client.post(url, {"action": "create", "name": "Smoke"}).status_code == 303
+    set_id = str(LabelledQuerySet.objects.get(name="Smoke").pk)
+    queries = jsonl(
+        {"query": "fishing boat harbour", "relevant": [harbour]},
+        {"query": "Salaries by the tide", "relevant": [hidden]},
+    )
+    imported = alice.client.post(
+        url, {"action": "import", "query_set": set_id, "file": SimpleUploadedFile("q.jsonl", queries)}
+    )
+    assert imported.status_code == 303
+    refused = carol.client.post(
+        url,
+        {
+            "action": "import",
+            "query_set": set_id,
+            "file": SimpleUploadedFile("q.jsonl", jsonl({"query": "tide", "relevant": [hidden]})),
+        },
+    )
+    assert (
+        refused.status_code == 400 and f"no document {hidden} in this collection" in refused.content.decode()
+    )
+    first, second = start_finished_run(alice, url, set_id), start_finished_run(alice, url, set_id)
+
+    for page in (f"/evaluation/runs/{first.pk}", f"/evaluation/runs/{first.pk}/compare/{second.pk}"):
+        mine, theirs = alice.client.get(page).content.decode(), carol.client.get(page).content.decode()
+        assert "Salaries by the tide" in mine and "fishing boat harbour" in mine, page
+        assert "Salaries by the tide" not in theirs and "fishing boat harbour" in theirs, page
+    compared = carol.client.get(f"/evaluation/runs/{first.pk}/compare/{second.pk}").content.decode()
+    assert "0 wins, 0 losses, 3 ties" in compared  # her rows only: one query in three modes
