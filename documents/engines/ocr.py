@@ -175,10 +175,10 @@ class TesseractEngine:
 def _tesseract_failure(exc: Any) -> StageFailure:
     """A tesseract process that exits with an error, or is ended by a signal.
 
-    In the sandbox it runs under the child's limits (with what is left of the request's CPU
-    budget): the kernel ends it with SIGXCPU when it spins past the CPU budget (an
-    ``ocr_timeout``, like its wall-clock timeout), and it dies (SIGABRT on
-    a failed allocation, SIGKILL, SIGSEGV) when a page needs more memory than allowed.
+    In the sandbox it runs under the child's limits, and its CPU time counts toward the call's
+    budget, which the worker enforces by killing the child's process group (an ``ocr_timeout``,
+    like its wall-clock timeout); SIGXCPU (the child's lifetime limit) is one too. It dies
+    (SIGABRT on a failed allocation, SIGKILL, SIGSEGV) when a page needs more memory than allowed.
     """
     status = getattr(exc, "status", 0)
     if isinstance(status, int) and status < 0:

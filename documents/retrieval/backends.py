@@ -8,11 +8,12 @@ principal keys (only documents granted to one of them). Both rankings put
 all of it in the same query as the ranking itself, so ``k`` is never lost to a filter applied
 afterwards, and neither reads more than its candidates' ids and scores into Python.
 
-- Lexical: SQLite FTS5 ``bm25()`` (very common words select no candidates of their own, see
-  ``sqlite_selective``); PostgreSQL ``ts_rank_cd`` over the GIN-indexed ``tsvector``
-  (length-normalised) weighted by each term's BM25 idf (see ``postgres_lexical``). Both return at
-  most ``LEXICAL_CANDIDATES`` rows; PostgreSQL also ranks at most ``SCAN_CAP`` matching rows and
-  lets very common words select no candidates of their own.
+- Lexical: SQLite BM25 over FTS5's per-tenant terms (``documents.retrieval.sqlite_fts``);
+  PostgreSQL ``ts_rank_cd`` over the GIN-indexed ``tsvector`` (length-normalised) weighted by
+  each term's BM25 idf (see ``postgres_lexical``). Both count word frequencies, rows and lengths
+  in the searching tenant only, so no other tenant's index moves a score; both return at most
+  ``LEXICAL_CANDIDATES`` rows and let very common words select no candidates of their own;
+  PostgreSQL also ranks at most ``SCAN_CAP`` matching rows.
 - Dense: SQLite computes the distance in the query with sqlite-vec (exact, in C, over the
   scope's rows only). PostgreSQL with pgvector: see ``documents.retrieval.pgvector``. PostgreSQL
   without pgvector: every vector of the scope by its sign bits (Hamming distance in the query),
@@ -34,7 +35,7 @@ from typing import Any
 
 from django.db import connection
 
-from documents.retrieval.schema import FTS, TSV
+from documents.retrieval.schema import TSV
 from documents.retrieval.text import tsquery
 
 LEXICAL_CANDIDATES = 200
@@ -118,22 +119,6 @@ def documents_sql(scope: Scope) -> tuple[str, list[Any]] | None:
     return "d.tenant_id = %s" + document_sql, [scope.tenant_id, *document_params]
 
 
-def sqlite_selective(tokens: list[str]) -> list[str]:
-    """The query's terms without the very common ones, when it has rarer ones: FTS5 scores every
-    row a MATCH selects, and a word in most chunks would select most of the index, while adding
-    little to BM25 (its idf is near zero). Frequencies come from FTS5's own vocabulary table."""
-    if len(tokens) < 2:
-        return tokens
-    marks = ", ".join(["%s"] * len(tokens))
-    total_rows = "(SELECT count(*) FROM documents_indexentry)"
-    rows = fetch(f"SELECT {total_rows}, term, doc FROM {FTS}_vocab WHERE term IN ({marks})", tokens)
-    if not rows:
-        return tokens
-    total = rows[0][0]
-    common = {term for _, term, df in rows if df > min(COMMON_SHARE * total, SQLITE_COMMON_ROWS)}
-    return [t for t in tokens if t not in common] or tokens
-
-
 # PostgreSQL's ts_rank_cd knows no document frequency, so a rare word would weigh no more than
 # "the". Each term's BM25 idf is computed from its (capped) frequency in the tenant, and a chunk
 # scores sum(idf(t) * ts_rank_cd(chunk, t, 1)): length-normalised term density, weighted by
@@ -145,9 +130,6 @@ COMMON_SHARE = 0.2
 # Past DF_CAP / COMMON_SHARE chunks, the total no longer changes which terms are common; idf
 # then uses this capped total (the order of idf values, which is what ranks, stays the same).
 N_CAP = int(DF_CAP / COMMON_SHARE)
-# On SQLite the frequencies are exact (FTS5's vocabulary); a term in more rows than this is
-# common whatever the share.
-SQLITE_COMMON_ROWS = 20_000
 # The most rows one query ranks: bounded work even for a query of only common words.
 SCAN_CAP = 10_000
 

@@ -2,7 +2,8 @@
 
 Three implementations, chosen per connection by :func:`search_index`:
 
-- :class:`SQLiteIndex`: FTS5 ``bm25()`` for words, sqlite-vec's exact distances for meaning;
+- :class:`SQLiteIndex`: FTS5 for words, ranked by BM25 on the tenant's own counts
+  (``documents.retrieval.sqlite_fts``), sqlite-vec's exact distances for meaning;
 - :class:`PostgresIndex`: PostgreSQL full text (``tsvector``, ``ts_rank_cd`` weighted by BM25
   idf); without the ``vector`` extension meaning ranks every vector of the scope by its binary
   code (sign bits, Hamming distance) in the database, then the nearest by their full vectors
@@ -25,10 +26,8 @@ import numpy as np
 import numpy.typing as npt
 from django.db import connection, transaction
 
-from documents.retrieval import backends, codes, pgvector
+from documents.retrieval import backends, codes, pgvector, sqlite_fts
 from documents.retrieval.backends import JOIN_DOCUMENT, Ranked, Scope
-from documents.retrieval.schema import FTS
-from documents.retrieval.text import fts5_query
 
 VECTOR_FIELDS = ("version_id", "ordinal", "batch", "embedder", "vector")
 Vectors = npt.NDArray[np.float32]  # one unit vector per row
@@ -108,21 +107,15 @@ class _VectorsInRows:
 
 
 class SQLiteIndex(_VectorsInRows):
-    """FTS5 and sqlite-vec (loaded into every connection by ``documents.retrieval.sqlite_vec``)."""
+    """FTS5 with per-tenant terms (``documents.retrieval.sqlite_fts``) and sqlite-vec (loaded
+    into every connection by ``documents.retrieval.sqlite_vec``)."""
 
     scope_limit: int | None = None
 
     def lexical(self, scope: Scope, tokens: list[str], limit: int) -> Ranked:
         if not tokens or limit <= 0:
             return []
-        where, params = backends.scope_sql(scope)
-        tokens = backends.sqlite_selective(tokens)
-        sql = (
-            f"SELECT e.id, bm25({FTS}) AS s FROM {FTS} JOIN documents_indexentry e ON e.id = {FTS}.rowid "
-            f"{JOIN_DOCUMENT} WHERE {where} AND {FTS} MATCH %s ORDER BY s, e.id LIMIT %s"
-        )
-        rows = backends.fetch(sql, [*params, fts5_query(tokens), limit])
-        return [(int(i), -float(s)) for i, s in rows]  # bm25() is negative: lower is better
+        return sqlite_fts.lexical(scope, tokens, limit)
 
     def dense(self, scope: Scope, vector: Vectors, limit: int, *, tokens: list[str]) -> Ranked:
         if limit <= 0 or not vector.any():

@@ -136,11 +136,6 @@ def highlight_spans(text: str, query: str) -> list[tuple[int, int]]:
     return merged
 
 
-def fts5_query(tokens: list[str]) -> str:
-    """An FTS5 MATCH expression: any of the tokens, each quoted (so no token is an operator)."""
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
-
-
 def tsquery(tokens: list[str]) -> str:
     """A PostgreSQL ``to_tsquery('simple', ...)`` text: any of the tokens, each quoted."""
     return " | ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in tokens)

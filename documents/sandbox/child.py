@@ -4,9 +4,12 @@ Started by :mod:`documents.sandbox.runner` as ``python -m documents.sandbox.chil
 never imports Django and never touches the database: it gets requests on stdin and answers on its
 original stdout, one length-prefixed JSON frame each (JSON, not pickle, so that a child subverted
 by a hostile file cannot make the worker run code). Its own limits come first, before any
-hostile byte is read: address space (``RLIMIT_AS``), no core files, and a CPU-time budget per
-request (``RLIMIT_CPU``: the kernel ends a spinning child with SIGXCPU). The parent adds the wall
-time limit and kills the child on cancel or a lost lease.
+hostile byte is read: address space (``RLIMIT_AS``), no core files, file size, processes, and a
+hard CPU limit for its whole life (``RLIMIT_CPU``), none of which it can raise afterwards. Each
+call's CPU budget, and its wall time, are the worker's to count and enforce
+(:mod:`documents.sandbox.runner`): this process is the one that might be subverted, so it never
+sets a bound on itself that a later call relies on. The worker also kills it on cancel or a
+lost lease.
 """
 
 from __future__ import annotations
@@ -79,11 +82,11 @@ def _die_with_parent(parent_pid: int) -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-# The child's hard CPU limit, set once at its start, covers this many full per-request budgets;
-# the worker replaces a child that could not get one more. Within it, each request gets its own
-# budget (the soft limit); the hard limit itself can only be lowered, by anyone short of root
-# with CAP_SYS_RESOURCE, so a subverted child spins at most that long (and the worker's wall
-# time ends it sooner).
+# The child's hard CPU limit, set once at its start, covers this many full per-call budgets; the
+# worker enforces each call's budget itself and replaces a child that could not get one more.
+# The hard limit can only be lowered (short of root with CAP_SYS_RESOURCE), and the syscall
+# filter refuses any change of a limit, so a subverted child spins at most that long in all,
+# idle or not, even where the worker could not read its CPU time.
 CPU_LIFETIME_CALLS = 4
 
 
@@ -98,54 +101,15 @@ def _limit_self(cpu_seconds: int, address_space: int, file_bytes: int, processes
     if processes > 0:  # processes and threads of the child's user (not enforced for root)
         resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
     if cpu_seconds > 0:
-        lifetime = int(_cpu_used()) + 2 + cpu_seconds * CPU_LIFETIME_CALLS
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        lifetime = int(usage.ru_utime + usage.ru_stime) + 2 + cpu_seconds * CPU_LIFETIME_CALLS
+        # SIGXCPU a second before the kill: the worker reports it as the call's CPU time.
         resource.setrlimit(resource.RLIMIT_CPU, (lifetime - 1, lifetime))
-        _budget_cpu(cpu_seconds)
-
-
-# The CPU time (of this process) at which the current request's budget ends; 0: no budget.
-_cpu_ends_at = 0
-
-
-def _cpu_used() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _budget_cpu(cpu_seconds: int) -> None:
-    """Allow ``cpu_seconds`` more CPU time from now, within the hard limit (the child serves
-    several requests): the soft limit, whose SIGXCPU ends the request as a timeout."""
-    global _cpu_ends_at
-    if cpu_seconds <= 0:
-        return
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    _cpu_ends_at = min(int(_cpu_used()) + 1 + cpu_seconds, hard - 1)
-    resource.setrlimit(resource.RLIMIT_CPU, (_cpu_ends_at, hard))
-
-
-def _budget_programs() -> None:
-    """A program this child starts (tesseract, through pytesseract) gets what is left of the
-    request's CPU budget, not the child's limit as it stands: a limit counts the CPU time of its
-    own process, which starts at zero, so an inherited limit would give it the budget plus all
-    the CPU this child had used before."""
-    try:
-        from pytesseract import pytesseract
-    except ImportError:
-        return
-    plain = pytesseract.subprocess_args
-
-    def budgeted(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        options: dict[str, Any] = plain(*args, **kwargs)
-        if _cpu_ends_at:
-            left = max(1, int(_cpu_ends_at - _cpu_used()))
-            options["preexec_fn"] = lambda: resource.setrlimit(resource.RLIMIT_CPU, (left, left + 1))
-        return options
-
-    pytesseract.subprocess_args = budgeted
 
 
 # Calls a parser or an OCR engine never makes, and an attacker's code would: inspecting or
-# changing other processes, new namespaces (a way out of the walls), kernel attack surface.
+# changing other processes, new namespaces (a way out of the walls), kernel attack surface,
+# changing its own limits (set before the filter; ``prlimit64`` only to read one, below).
 _DENIED = (
     "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
     "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "move_mount", "open_tree",
@@ -153,6 +117,7 @@ _DENIED = (
     "userfaultfd", "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
     "io_uring_setup", "io_uring_enter", "io_uring_register", "swapon", "swapoff", "reboot", "acct",
     "quotactl", "syslog", "settimeofday", "clock_settime", "adjtimex", "mknod", "mknodat",
+    "setrlimit",
 )  # fmt: skip
 _NEW_NAMESPACES = (0x10000000, 0x00020000, 0x40000000)  # CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET
 _AF_UNIX = 1
@@ -161,7 +126,9 @@ _AF_UNIX = 1
 def filter_syscalls() -> bool:
     """A seccomp filter (libseccomp through ``pyseccomp``): the calls above fail with EPERM,
     and so does every socket but a Unix one (no network even where a network namespace is
-    missing). Returns False where the machine has no libseccomp: the other walls still hold."""
+    missing), and so does every change of a resource limit (``prlimit64`` with a new value: the C
+    library reads limits through it too). Returns False where the machine has no libseccomp:
+    the other walls still hold."""
     try:
         import pyseccomp as seccomp
 
@@ -171,6 +138,7 @@ def filter_syscalls() -> bool:
             with contextlib.suppress(RuntimeError, ValueError, OSError):  # not on this kernel
                 rules.add_rule(denied, name)
         rules.add_rule(denied, "socket", seccomp.Arg(0, seccomp.NE, _AF_UNIX))
+        rules.add_rule(denied, "prlimit64", seccomp.Arg(2, seccomp.NE, 0))
         for flag in _NEW_NAMESPACES:
             rules.add_rule(denied, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
         # clone3 hides its flags in memory a filter cannot read: "not implemented" makes the C
@@ -234,7 +202,6 @@ def main(argv: list[str]) -> int:
     for name in filter(None, os.environ.get(EXTRA_MODULES_ENV, "").split(",")):
         ENTRYPOINTS.update(getattr(importlib.import_module(name), "SANDBOX_ENTRYPOINTS", {}))
     _limit_self(cpu_seconds, address_space, file_bytes, processes)
-    _budget_programs()
     filter_syscalls()
     while True:
         header = _read_exactly(inp, _FRAME.size)
@@ -245,7 +212,6 @@ def main(argv: list[str]) -> int:
             return 0
         import json
 
-        _budget_cpu(cpu_seconds)
         answer = json.dumps(_answer(json.loads(body))).encode()
         out.write(_FRAME.pack(len(answer)) + answer)
         out.flush()

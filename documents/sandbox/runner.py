@@ -12,9 +12,16 @@ deadline kills the child at once, and a wall-time limit per call kills it too. A
 or is killed becomes a classified failure: ``parse_timeout`` (wall or CPU time) or
 ``resource_limit`` (memory, a crash); both count toward the cause's retry limit like any failure.
 
+Each call has its own CPU budget (``DOCUMENTS_SANDBOX_CPU_SECONDS``), counted and enforced here,
+by the worker, between waits: the CPU time of the child's process tree since the call began
+(:mod:`documents.sandbox.cpu`), whatever it used on earlier calls. The child cannot lift it
+(raising its soft limit or ignoring SIGXCPU changes nothing the worker reads); its hard
+``RLIMIT_CPU``, set once at its start, covers ``CPU_LIFETIME_CALLS`` budgets and only backs this up.
+
 Children are reused: a worker keeps one idle child (a fresh one costs an interpreter start and the
 parsers' imports: bench/README.md, "The parsing sandbox's cost"), and a child that failed, was
-killed or served ``DOCUMENTS_SANDBOX_MAX_CALLS`` requests is replaced.
+killed, served ``DOCUMENTS_SANDBOX_MAX_CALLS`` requests, has less than a budget left before its
+hard limit, or used CPU while it was idle (an answer is not the end of its work) is replaced.
 """
 
 # long-module: one child's whole life (start, walls, call, failure classification, kill) and the
@@ -47,7 +54,7 @@ from django.conf import settings
 from documents.causes import PARSE_TIMEOUT, RESOURCE_LIMIT
 from documents.engines import limits as limit_codes
 from documents.engines.limits import ParseLimits
-from documents.sandbox import isolation
+from documents.sandbox import cpu, isolation
 from documents.sandbox.child import CPU_LIFETIME_CALLS, TEMP_DIR_ENV
 from jobs.errors import StageFailure
 
@@ -58,6 +65,9 @@ _CHILD_ENV = frozenset(
     | {"OMP_THREAD_LIMIT", "OMP_NUM_THREADS", "TESSDATA_PREFIX"}  # the OCR engines' own switches
 )
 _POLL_SECONDS = 0.1
+# CPU seconds an idle child may use (it waits on its pipe, which costs nothing): past it, the
+# child is still working after its answer and is not given another call.
+IDLE_CPU_SECONDS = 0.5
 # A child's temp folder: swept by age (documents/apps.py) if its worker died without removing it.
 TEMP_PREFIX = "sandbox-"
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -185,11 +195,17 @@ class Child:
         self.owner_pid = os.getpid()
         self.calls = 0
         self.usable = True
+        self.cpu_at_rest = 0.0  # the tree's CPU time when it was last made idle
         # The process whose CPU time counts: the interpreter itself, inside bubblewrap's namespaces.
         self.interpreter_pid = self.process.pid
         if self.walled:
             with os.fdopen(info_read, "rb") as info:
                 self.interpreter_pid = isolation.interpreter_pid(info.read())
+
+    def idled(self) -> bool:
+        """It used (almost) no CPU since its last answer: a child whose code went on working
+        (a thread left spinning) would otherwise do so between calls, outside every budget."""
+        return self.tree_cpu() - self.cpu_at_rest <= IDLE_CPU_SECONDS
 
     def intact(self) -> bool:
         """Its input's copy is still there (the temp sweep may remove one that idled for long)."""
@@ -213,9 +229,11 @@ class Child:
         """Run entry point ``name`` in the child; its answer, or a classified :class:`StageFailure`.
 
         ``check`` runs every 0.1 s while the child works; whatever it raises (cancel, lost lease,
-        stage timeout) kills the child and propagates. A call over its wall or CPU time fails
-        with ``timeout_code`` (``parse_timeout``, or ``ocr_timeout`` for OCR).
+        stage timeout) kills the child and propagates. A call over its wall time, or over
+        ``DOCUMENTS_SANDBOX_CPU_SECONDS`` of CPU time (its own, not the child's earlier calls'),
+        fails with ``timeout_code`` (``parse_timeout``, or ``ocr_timeout`` for OCR).
         """
+        budget = CpuBudget(self, settings.DOCUMENTS_SANDBOX_CPU_SECONDS)
         self.calls += 1
         self.usable = False  # until a complete answer arrives
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -231,7 +249,9 @@ class Child:
             self.kill()
             raise self._death_failure(timeout_code) from None
         try:
-            answer = self._read_answer(check, time.monotonic() + wall_seconds, wall_seconds, timeout_code)
+            answer = self._read_answer(
+                check, budget, time.monotonic() + wall_seconds, wall_seconds, timeout_code
+            )
         except BaseException:
             self.kill()
             raise
@@ -245,15 +265,20 @@ class Child:
         raise SandboxError(f"{answer.get('error')}: {answer.get('detail')}")
 
     def cpu_used(self) -> float:
-        """CPU seconds the child's interpreter has used (0 when it cannot be read)."""
-        try:
-            stat = Path(f"/proc/{self.interpreter_pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):
-            return 0.0
+        """CPU seconds the child's interpreter has used: what its hard limit counts."""
+        return cpu.process_cpu(self.interpreter_pid)
+
+    def tree_cpu(self) -> float:
+        """CPU seconds the child and every process it started have used: what a call counts."""
+        return cpu.tree_cpu(self.interpreter_pid)
 
     def _read_answer(
-        self, check: Callable[[], None], deadline: float, wall_seconds: float, timeout_code: str
+        self,
+        check: Callable[[], None],
+        budget: CpuBudget,
+        deadline: float,
+        wall_seconds: float,
+        timeout_code: str,
     ) -> dict[str, Any]:
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
@@ -261,6 +286,7 @@ class Child:
         needed: int | None = None
         while True:
             check()
+            budget.check(timeout_code)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise StageFailure(
@@ -284,7 +310,7 @@ class Child:
         self._kill_group()  # a process it started (tesseract) may outlive it
         # Walled in, bubblewrap reports a child ended by a signal as 128 + the signal.
         if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
-            return StageFailure(timeout_code, "the sandbox child used up its CPU time (SIGXCPU)")
+            return StageFailure(timeout_code, f"{CPU_TIME_USED_UP} (its hard limit, SIGXCPU); child ended")
         return StageFailure(RESOURCE_LIMIT.code, f"the sandbox child died (exit status {code})")
 
     def kill(self) -> None:
@@ -313,6 +339,30 @@ class Child:
             os.killpg(self.process.pid, signal.SIGKILL)
 
 
+# What a call refused for its CPU time says, whoever ended it (the worker, or the kernel).
+CPU_TIME_USED_UP = "the sandbox call used up its CPU time"
+
+
+class CpuBudget:
+    """One call's CPU budget: the child's process tree may use ``seconds`` from now on (0: no
+    budget). Counted by the worker, so nothing the child does lifts it."""
+
+    def __init__(self, child: Child, seconds: float) -> None:
+        self.child = child
+        self.seconds = seconds
+        self.start = child.tree_cpu() if seconds > 0 else 0.0
+
+    def check(self, timeout_code: str) -> None:
+        """Raise the call's timeout once its CPU time is over the budget (the caller kills)."""
+        if self.seconds <= 0:
+            return
+        used = self.child.tree_cpu() - self.start
+        if used > self.seconds:
+            raise StageFailure(
+                timeout_code, f"{CPU_TIME_USED_UP}: {used:.1f}s of its {self.seconds:g}s; child killed"
+            )
+
+
 # One idle child per worker process (a q2 worker runs one job at a time; tests run several
 # threads, which then start their own).
 _idle: list[Child] = []
@@ -327,7 +377,7 @@ def _acquire(source: str | None) -> Child:
         while _idle:
             child = _idle.pop()
             mine = child.owner_pid == os.getpid() and child.process.poll() is None
-            if mine and child.source == source and child.intact():
+            if mine and child.source == source and child.intact() and child.idled():
                 break
             stale.append(child)
         else:
@@ -342,11 +392,13 @@ def _release(child: Child) -> None:
     if child.owner_pid != os.getpid():
         return  # inherited through a fork: the parent process owns it
     # Its hard CPU limit, fixed at its start, covers CPU_LIFETIME_CALLS full budgets: a child that
-    # could not get one more whole budget is replaced.
+    # could not get one more whole budget before it is replaced, so no call is cut short by
+    # the CPU earlier calls used.
     spent = child.cpu_used() > settings.DOCUMENTS_SANDBOX_CPU_SECONDS * (CPU_LIFETIME_CALLS - 1)
     if not child.usable or spent or child.calls >= settings.DOCUMENTS_SANDBOX_MAX_CALLS:
         child.kill()
         return
+    child.cpu_at_rest = child.tree_cpu()
     with _idle_lock:
         if not _idle:
             _idle.append(child)

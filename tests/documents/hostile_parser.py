@@ -112,6 +112,17 @@ def raise_cpu(target: str) -> dict[str, Any]:
         return {**_failed(exc), "limits": resource.getrlimit(resource.RLIMIT_CPU)}
 
 
+def raise_soft_cpu(target: str) -> dict[str, Any]:
+    """Lift the soft CPU limit up to the hard one: within the rules of resource limits, and so
+    refused only by the syscall filter."""
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
+        return {"done": True, "limits": resource.getrlimit(resource.RLIMIT_CPU)}
+    except (OSError, ValueError) as exc:
+        return {**_failed(exc), "limits": resource.getrlimit(resource.RLIMIT_CPU)}
+
+
 def new_namespace(target: str) -> dict[str, Any]:
     """A user namespace of its own (root in there: the first step of many escapes)."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -135,6 +146,7 @@ ATTACKS: dict[str, Callable[[str], dict[str, Any]]] = {
     "fork_bomb": fork_bomb,
     "huge_file": huge_file,
     "raise_cpu": raise_cpu,
+    "raise_soft_cpu": raise_soft_cpu,
     "new_namespace": new_namespace,
     "settings_loaded": settings_loaded,
 }

@@ -5,8 +5,12 @@ Loaded by the sandbox child through ``DOCUMENTS_SANDBOX_EXTRA_MODULES``; never i
 
 from __future__ import annotations
 
+import contextlib
 import os
+import resource
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -22,6 +26,30 @@ def spin(seconds: float) -> str:
 def burn() -> None:
     while True:
         pass
+
+
+def burn_cpu(seconds: float) -> str:
+    """Use ``seconds`` of CPU time (not of wall time: the machine may be busy), then answer."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return "burnt"
+
+
+def escape_cpu() -> None:
+    """What a subverted child would do against a CPU limit: lift its soft limit as far as it may,
+    ignore SIGXCPU, and spin."""
+    signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    with contextlib.suppress(ValueError, OSError):  # the syscall filter refuses: spin anyway
+        resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
+    burn()
+
+
+def spin_behind() -> str:
+    """Answer at once, leaving a thread that spins on: work outside any call."""
+    threading.Thread(target=burn, daemon=True).start()
+    return _PROCESS
 
 
 def allocate(size: int) -> int:
@@ -52,6 +80,9 @@ def modules(package: str) -> list[str]:
 SANDBOX_ENTRYPOINTS: dict[str, Any] = {
     "test.spin": spin,
     "test.burn": burn,
+    "test.burn_cpu": burn_cpu,
+    "test.escape_cpu": escape_cpu,
+    "test.spin_behind": spin_behind,
     "test.allocate": allocate,
     "test.crash": crash,
     "test.pid": pid,

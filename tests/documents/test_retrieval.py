@@ -18,6 +18,7 @@ from documents.causes import INDEX_WRITE_FAILED
 from documents.models import ChunkVector, DocumentVersion, IndexEntry
 from documents.retrieval import pgvector
 from documents.retrieval.schema import FTS
+from documents.retrieval.sqlite_fts import tenant_counts, tenant_term
 from documents.search import search
 from documents.services.publish import remove_outputs
 from documents.stages.index import probe
@@ -142,8 +143,10 @@ def test_removing_a_versions_outputs_takes_its_full_text_rows_with_it():
     if connection.vendor == "sqlite":
         # The FTS5 table has no foreign key: its rows went with the entries' delete trigger.
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT count(*) FROM {FTS} WHERE {FTS} MATCH %s", [RARE])
+            cursor.execute(f"SELECT count(*) FROM {FTS} WHERE {FTS} MATCH %s", [tenant_term(tenant.pk, RARE)])
             assert cursor.fetchone()[0] == 0
+            # And the tenant's counts with them: only the current version's entries are left.
+            assert tenant_counts(tenant.pk)[0] == IndexEntry.objects.filter(tenant=tenant).count() > 0
 
 
 def test_each_vector_is_stored_once_where_the_dense_ranking_of_this_database_reads_it(library):

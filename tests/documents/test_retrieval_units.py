@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from documents.retrieval.fusion import RRF_K, fuse
+from documents.retrieval.sqlite_fts import index_terms
 from documents.retrieval.text import (
     MAX_QUERY_TERMS,
     _search_text_any,
-    fts5_query,
     query_tokens,
     search_text,
     tsquery,
@@ -47,11 +47,21 @@ def test_every_query_bigram_is_a_token_of_the_indexed_text_it_came_from():
     assert set(query_tokens("的果园很安")) <= indexed
 
 
-def test_query_terms_are_quoted_so_none_is_an_operator():
+def test_query_terms_are_words_never_operators():
     tokens = query_tokens('NEAR OR "x" AND o\'brien')
-    assert fts5_query(tokens) == '"near" OR "x" OR "o" OR "brien"'  # "or", "and": stop words
-    assert fts5_query(query_tokens("OR AND")) == '"or" OR "and"'  # nothing else: kept, quoted
+    assert tokens == ["near", "x", "o", "brien"]  # "or", "and": stop words
+    assert query_tokens("OR AND") == ["or", "and"]  # nothing else: kept
+    # SQLite looks each one up as a term of its vocabulary (no query syntax at all); PostgreSQL
+    # gets each quoted.
+    assert index_terms(["near", "or"]) == ["near", "or"]
     assert tsquery(["o'x"]) == "'o''x'"
+
+
+def test_query_words_become_the_full_text_index_terms_as_its_tokenizer_folds_them():
+    # FTS5's unicode61 with diacritics removed: what the index holds for the same words.
+    assert index_terms(["café", "crème", "ΣΊΣΥΦΟΣ", "渔船", "cafe"]) == ["cafe", "creme", "σίσυφοσ", "渔船"]
+    assert index_terms([]) == []
+    assert index_terms(["x"]) == ["x"]  # the scratch table kept nothing of the call before
 
 
 def test_a_pasted_paragraph_is_cut_to_a_bounded_number_of_terms():

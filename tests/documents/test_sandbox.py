@@ -107,7 +107,52 @@ def test_a_child_over_its_cpu_time_is_a_parse_timeout(settings: DjangoSettings) 
     with pytest.raises(StageFailure) as failure:
         sandbox.sandbox_call("test.burn")
     assert failure.value.cause == "parse_timeout"
-    assert "SIGXCPU" in str(failure.value)
+    assert sandbox.CPU_TIME_USED_UP in str(failure.value)
+
+
+def test_a_call_over_its_cpu_budget_is_killed_even_when_the_child_lifts_its_own_limit(
+    settings: DjangoSettings,
+) -> None:
+    """A subverted child raises its soft CPU limit as far as it may and ignores SIGXCPU: the
+    worker, which counts the call's CPU time from outside, still ends it at the call's budget
+    (not at the child's lifetime limit, several budgets later), with the usual refusal."""
+    settings.DOCUMENTS_SANDBOX_CPU_SECONDS = 1
+    settings.DOCUMENTS_SANDBOX_WALL_SECONDS = 120  # only the CPU budget may end it
+    before = set(_children())
+    with pytest.raises(StageFailure) as failure:
+        sandbox.sandbox_call("test.escape_cpu")
+    assert failure.value.cause == "parse_timeout", str(failure.value)
+    message = str(failure.value)
+    assert message.startswith(sandbox.CPU_TIME_USED_UP) and message.endswith("child killed"), message
+    used = float(message.split(": ", 1)[1].split("s of", 1)[0])
+    assert 1 < used < 2.5, message  # its lifetime limit would have let it reach about 6 s
+    assert set(_children()) <= before
+
+
+def test_a_child_that_used_more_than_a_budget_over_several_calls_still_serves_a_full_call(
+    settings: DjangoSettings,
+) -> None:
+    """The budget is per call: CPU a warm child spent on earlier calls does not count against
+    the next one."""
+    settings.DOCUMENTS_SANDBOX_CPU_SECONDS = 1
+    settings.DOCUMENTS_SANDBOX_WALL_SECONDS = 120
+    first = sandbox.sandbox_call("test.pid")
+    for _ in range(3):  # 1.8 s of CPU in all: more than one budget
+        assert sandbox.sandbox_call("test.burn_cpu", 0.6) == "burnt"
+        assert sandbox.sandbox_call("test.pid") == first
+    assert sandbox.sandbox_call("test.burn_cpu", 0.8) == "burnt"  # most of a whole budget
+    assert sandbox.sandbox_call("test.pid") == first
+
+
+def test_a_child_still_working_after_its_answer_is_not_given_another_call(settings: DjangoSettings) -> None:
+    settings.DOCUMENTS_SANDBOX_CPU_SECONDS = 30
+    first = sandbox.sandbox_call("test.spin_behind")  # answers, and leaves a thread spinning
+    (idle,) = sandbox._idle
+    rested = idle.cpu_used()
+    assert sandbox.IDLE_CPU_SECONDS < 1
+    wait_for(lambda: idle.cpu_used() > rested + 1, timeout=60, what="the idle child to use a CPU second")
+    assert sandbox.sandbox_call("test.pid") != first
+    assert idle.process.poll() is not None  # killed, not left spinning
 
 
 def test_a_child_over_its_memory_is_a_resource_limit(settings: DjangoSettings) -> None:

@@ -140,6 +140,10 @@ def test_the_child_cannot_lift_its_cpu_limit(tmp_path: Path) -> None:
     assert outcome["done"] is False and outcome["error"] == "ValueError", outcome
     soft, hard = outcome["limits"]
     assert 0 < soft < hard < 10 * 3600, outcome  # a finite hard limit the child cannot lift
+    # Nor its soft limit up to the hard one (what the rules of limits allow): the syscall filter
+    # refuses every change of a limit. (Each call's budget is the worker's to enforce anyway.)
+    outcome = attack(tmp_path, "raise_soft_cpu")
+    assert outcome["done"] is False and outcome["limits"] == [soft, hard], outcome
     still_parses(tmp_path)
 
 

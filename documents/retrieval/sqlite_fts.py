@@ -1,0 +1,108 @@
+"""SQLite's full-text ranking: BM25 from the searching tenant's own statistics.
+
+FTS5's ``bm25()`` counts over its whole table: a word's rarity, the number of rows and their
+average length would be every tenant's, so a score would move when another tenant indexes a
+word, and tell that it did. Here the table's terms carry their tenant (``<tenant id>_<word>``,
+``documents.retrieval.schema``), so every count a ranking reads is the tenant's own:
+
+- the words of the query as FTS5's tokenizer makes them (case folded, diacritics removed),
+  through a scratch in-memory FTS5 table with the index's tokenizer (``index_terms``);
+- N and the average length: the tenant's entries and terms, kept by the index's triggers;
+- each term's document frequency: FTS5's vocabulary of the tenant's term (one lookup);
+- each matching row's term frequency: the occurrences of the tenant's terms (``fts5vocab``
+  instances: the tenant's posting lists only), and its length from its search text.
+
+The score is Okapi BM25 with FTS5's ``k1`` and ``b`` and the idf that never goes negative
+(``log(1 + (N - n + 0.5) / (n + 0.5))``, PostgreSQL's ranking uses the same): in a small tenant
+a word in most of its chunks still counts a little. As before, terms in more than
+``COMMON_SHARE`` of the tenant's entries (or ``COMMON_ROWS``) neither select nor score rows
+when the query has rarer ones: they would select most of the tenant and add little.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+
+from documents.retrieval import backends
+from documents.retrieval.backends import COMMON_SHARE, JOIN_DOCUMENT, Ranked, Scope
+from documents.retrieval.schema import FTS, STATS, TOKENIZE, term_count
+
+K1 = 1.2
+B = 0.75
+# A term in more of the tenant's rows than this is common whatever the share.
+COMMON_ROWS = 20_000
+
+# Each selecting term's occurrences in the tenant's rows (its own terms: its posting lists only),
+# counted per row, then each row's BM25 over them; the scope is checked on the row and its
+# document. CROSS JOIN fixes SQLite's join order: the terms first, then their occurrences.
+LENGTH_NORM = f"({1 - B} + {B} * ({term_count('e.search_text')}) / %s)"
+RANK_SQL = f"""
+WITH w(term, idf) AS (VALUES {{values}}),
+f AS (SELECT i.doc AS id, w.idf, count(*) AS tf FROM w CROSS JOIN {FTS}_instance i ON i.term = w.term
+      GROUP BY i.doc, w.term)
+SELECT e.id, sum(f.idf * f.tf * {K1 + 1} / (f.tf + {K1} * {LENGTH_NORM})) AS s
+FROM f CROSS JOIN documents_indexentry e ON e.id = f.id {JOIN_DOCUMENT}
+WHERE {{where}} GROUP BY e.id ORDER BY s DESC, e.id LIMIT %s
+"""
+
+
+def tenant_term(tenant_id: int, term: str) -> str:
+    """The index's term for ``term`` in ``tenant_id``'s rows."""
+    return f"{tenant_id}_{term}"
+
+
+_scratch = threading.local()
+
+
+def index_terms(tokens: list[str]) -> list[str]:
+    """The index's words for the query's ``tokens`` (FTS5's tokenizer: case folded, diacritics
+    removed, a token it splits gives each part), each once, in order. Read from a scratch FTS5
+    table in memory (one per thread) that holds them only until the read is done."""
+    db = getattr(_scratch, "db", None)
+    if db is None:
+        db = sqlite3.connect(":memory:", isolation_level=None)
+        db.execute(f"CREATE VIRTUAL TABLE q USING fts5(t, content='', tokenize=\"{TOKENIZE}\")")
+        db.execute("CREATE VIRTUAL TABLE q_instance USING fts5vocab(q, 'instance')")
+        _scratch.db = db
+    db.execute("BEGIN")
+    try:
+        db.executemany("INSERT INTO q(rowid, t) VALUES (?, ?)", list(enumerate(tokens)))
+        rows = db.execute("SELECT term FROM q_instance ORDER BY doc, offset").fetchall()
+    finally:
+        db.execute("ROLLBACK")
+    return list(dict.fromkeys(term for (term,) in rows))
+
+
+def tenant_counts(tenant_id: int) -> tuple[int, int]:
+    """The tenant's index entries and the terms they hold, together."""
+    rows = backends.fetch(f"SELECT entries, terms FROM {STATS} WHERE tenant_id = %s", [tenant_id])
+    return (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
+
+
+def frequencies(tenant_id: int, terms: list[str]) -> dict[str, int]:
+    """{term: the tenant's entries holding it} for those of ``terms`` it holds."""
+    keys = {tenant_term(tenant_id, t): t for t in terms}
+    marks = ", ".join(["%s"] * len(keys))
+    rows = backends.fetch(f"SELECT term, doc FROM {FTS}_vocab WHERE term IN ({marks})", list(keys))
+    return {keys[key]: int(df) for key, df in rows if df}
+
+
+def lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
+    """The scope's entries matching any of ``tokens``, best BM25 (on the tenant's counts) first."""
+    entries, total_terms = tenant_counts(scope.tenant_id)
+    terms = index_terms(tokens) if entries else []
+    df = frequencies(scope.tenant_id, terms) if terms else {}
+    present = [t for t in terms if t in df]
+    if not present:
+        return []
+    common = min(COMMON_SHARE * entries, COMMON_ROWS)
+    selective = [t for t in present if df[t] <= common] or present
+    idf = [math.log(1 + (entries - df[t] + 0.5) / (df[t] + 0.5)) for t in selective]
+    average_length = max(total_terms / entries, 1.0)
+    where, params = backends.scope_sql(scope)
+    sql = RANK_SQL.format(values=", ".join(["(%s, %s)"] * len(selective)), where=where)
+    weights = [(tenant_term(scope.tenant_id, t), w) for t, w in zip(selective, idf, strict=True)]
+    rows = backends.fetch(sql, [*(v for pair in weights for v in pair), average_length, *params, limit])
+    return [(int(i), float(s)) for i, s in rows]
