@@ -93,7 +93,7 @@ def test_the_index_migration_fills_each_tenants_terms_and_counts_from_the_entrie
     counts = {t.pk: tenant_counts(t.pk) for t in (acme, globex)}
     try:
         executor = MigrationExecutor(connection)
-        executor.migrate([("documents", "0011_document_access")])
+        executor.migrate([("documents", "0012_webhook_owner")])
         # The earlier shape: one vocabulary for every tenant, the bare word in it.
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT count(*) FROM {FTS} WHERE {FTS} MATCH %s", [WORD])
