@@ -125,7 +125,9 @@ def test_a_call_over_its_cpu_budget_is_killed_even_when_the_child_lifts_its_own_
     message = str(failure.value)
     assert message.startswith(sandbox.CPU_TIME_USED_UP) and message.endswith("child killed"), message
     used = float(message.split(": ", 1)[1].split("s of", 1)[0])
-    assert 1 < used < 2.5, message  # its lifetime limit would have let it reach about 6 s
+    # Over its budget (shown to a tenth of a second, so 1.0 can stand for 1.04), and far below
+    # the 6 s or so its lifetime limit would have let it reach.
+    assert 1 <= used < 2.5, message
     assert set(_children()) <= before
 
 
