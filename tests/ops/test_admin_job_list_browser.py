@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 
 from documents.models import Document, DocumentVersion
@@ -44,6 +45,10 @@ def test_the_job_list_shows_titles_and_fits_at_1400_px(live_server, monkeypatch,
             assert claim is not None
             fail(claim, "corrupt_input")
     user = make_staff("sam", VIEW, OPERATE, TAKEOVER, FORCE)
+    # An operator of every workspace: the titles of documents come with view_all_documents.
+    user.user_permissions.add(
+        Permission.objects.get(content_type__app_label="documents", codename="view_all_documents")
+    )
     client = Client()
     client.force_login(user)
     session = client.cookies["sessionid"].value
