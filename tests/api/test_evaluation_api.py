@@ -16,8 +16,8 @@ from rest_framework.test import APIClient
 from documents.evaluation.models import LabelCandidate, LabelledQuery
 from documents.models import Chunk, Tenant
 from documents.services.collections import default_collection
-from documents.services.upload import document_upload
 from jobs.models import Status
+from tests.documents.access_helpers import private_to
 from tests.documents.helpers import run_until_idle, upload
 from tests.documents.test_delete import client_for
 
@@ -196,16 +196,7 @@ def test_per_query_rows_and_labels_name_only_documents_the_caller_may_see(alice)
     tenant = Tenant.objects.get(slug="acme")
     owner = tenant.memberships.get(user__username="alice").user
     bob = client_for("bob", "acme")
-    secret = document_upload(
-        tenant=tenant,
-        data=b"Salaries by the tide: the payroll of every deckhand.",
-        filename="salaries.txt",
-        title="Salaries by the tide",
-        user=owner,
-        access=[f"user:{owner.pk}"],
-    )
-    assert secret.job is not None and run_until_idle(secret.job.pk).status == Status.READY
-    hidden = str(secret.document.pk)
+    hidden = str(private_to(owner).pk)
     chunk = Chunk.objects.filter(version__document_id=hidden).values_list("pk", flat=True).first()
     set_id = client.post(f"/api/collections/{collection}/query-sets", {"name": "s"}, format="json").json()[
         "id"

@@ -81,3 +81,17 @@ def seen_everywhere(user: Any) -> dict[str, set[Any]]:
 def same_everywhere(user: Any, expected: set[Any]) -> None:
     seen = seen_everywhere(user)
     assert seen == {name: expected for name in seen}, (getattr(user, "username", user), seen, expected)
+
+
+def private_to(owner: Any) -> Document:
+    """A document only ``owner`` may see (its own user on its list), processed to ``ready``."""
+    result = document_upload(
+        tenant=tenant_of(owner),
+        data=b"Salaries by the tide: the payroll of every deckhand.",
+        filename="salaries.txt",
+        title="Salaries by the tide",
+        user=owner,
+        access=[f"user:{owner.pk}"],
+    )
+    assert result.job is not None and run_until_idle(result.job.pk).status == Status.READY
+    return Document.objects.get(pk=result.document.pk)

@@ -17,8 +17,8 @@ from django.test import Client
 
 from documents.evaluation.models import EvaluationRun, LabelCandidate, LabelledQuery, LabelledQuerySet
 from documents.services.collections import default_collection
-from documents.services.upload import document_upload
 from jobs.models import Status
+from tests.documents.access_helpers import private_to
 from tests.documents.helpers import run_until_idle
 from tests.pages.helpers import Member, make_member
 
@@ -146,16 +146,7 @@ def test_a_run_and_a_comparison_show_a_member_only_the_queries_about_documents_t
     carol = make_member("carol", "acme")
     harbour = ingest(alice, "The harbour master logged every fishing boat.", "harbour.txt")
     owner = alice.user
-    secret = document_upload(
-        tenant=alice.tenant,
-        data=b"Salaries by the tide: the payroll of every deckhand.",
-        filename="salaries.txt",
-        title="Salaries by the tide",
-        user=owner,
-        access=[f"user:{owner.pk}"],
-    )
-    assert secret.job is not None and run_until_idle(secret.job.pk).status == Status.READY
-    hidden = str(secret.document.pk)
+    hidden = str(private_to(owner).pk)
     url = f"/collections/{default_collection(alice.tenant).pk}/evaluation"
     assert alice.client.post(url, {"action": "create", "name": "Smoke"}).status_code == 303
     set_id = str(LabelledQuerySet.objects.get(name="Smoke").pk)
