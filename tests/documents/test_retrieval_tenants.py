@@ -16,8 +16,8 @@ from documents.models import IndexEntry
 from documents.retrieval.schema import FTS
 from documents.retrieval.sqlite_fts import tenant_counts
 from documents.search import search
-from jobs.models import Status
-from tests.documents.helpers import make_tenant, run_until_idle, upload
+from tests.documents.helpers import make_tenant
+from tests.documents.test_retrieval import ingest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,12 +38,6 @@ QUERIES = [WORD, f"{WORD} harbor", f"harbor {WORD} budget boats"]
 @pytest.fixture(autouse=True)
 def media(settings, tmp_path: Path) -> None:
     settings.MEDIA_ROOT = tmp_path / "media"
-
-
-def ingest(tenant, text: str, filename: str) -> None:
-    result = upload(tenant, text.encode(), filename)
-    assert result.job is not None
-    assert run_until_idle(result.job.pk).status == Status.READY
 
 
 def seen(tenant) -> dict[tuple[str, str], list[tuple[object, int, float, float]]]:
