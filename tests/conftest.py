@@ -55,6 +55,42 @@ def _postgres_reachable() -> bool:
     return True
 
 
+def _flush_only_filled_tables() -> None:
+    """A transactional test's teardown empties the database with ``flush``, which on PostgreSQL is
+    one ``TRUNCATE`` of all ~50 tables: a new file for each, about 0.15 s per test, although a
+    test fills a handful. Here the flush deletes the rows of the tables that hold any (one query
+    finds them), about 0.04 s. The result is the same: every table empty, sequences left as
+    they are (as Django's flush without ``reset_sequences``); foreign keys are deferred to the
+    commit, so the order of the deletes does not matter. Asked for more (``reset_sequences``,
+    ``allow_cascade``: ``available_apps`` test cases), Django's own statements run."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate_all = DatabaseOperations.sql_flush
+
+    def sql_flush(
+        self: DatabaseOperations,
+        style: Any,
+        tables: Any,
+        *,
+        reset_sequences: bool = False,
+        allow_cascade: bool = False,
+    ) -> list[str]:
+        if reset_sequences or allow_cascade or not tables:
+            return truncate_all(
+                self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade
+            )
+        name = self.quote_name
+        probe = " UNION ALL ".join(f"SELECT %s WHERE EXISTS (SELECT 1 FROM {name(t)})" for t in tables)
+        with self.connection.cursor() as cursor:
+            cursor.execute(probe, list(tables))
+            filled = [row[0] for row in cursor.fetchall()]
+        return [f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(name(table))};" for table in filled]
+
+    DatabaseOperations.sql_flush = sql_flush  # type: ignore[method-assign, assignment]
+
+
+_flush_only_filled_tables()
+
 _DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server"}
 RELIABILITY = ROOT / "tests" / "reliability"
 

@@ -242,7 +242,7 @@ def test_the_filter_runs_before_the_top_k_in_every_mode(monkeypatch: pytest.Monk
     from documents import search as search_module
     from documents.retrieval import pgvector
 
-    if os.environ.get("REQUIRE_PGVECTOR") == "1":  # set by test_retrieval_pgvector's child run
+    if os.environ.get("REQUIRE_PGVECTOR") == "1":  # set by the pgvector tests' child runs
         assert pgvector.enabled(connection)
     monkeypatch.setattr(pgvector, "EXACT_BELOW", 0)
     monkeypatch.setattr(search_module, "DENSE_CANDIDATES", 1)

@@ -152,7 +152,7 @@ def test_removing_a_versions_outputs_takes_its_full_text_rows_with_it():
 def test_each_vector_is_stored_once_where_the_dense_ranking_of_this_database_reads_it(library):
     vectors = ChunkVector.objects.filter(version=library.long)
     assert vectors.count() == 1
-    if os.environ.get("REQUIRE_PGVECTOR") == "1":  # set by test_retrieval_pgvector's child run
+    if os.environ.get("REQUIRE_PGVECTOR") == "1":  # set by the pgvector tests' child runs
         assert pgvector.enabled(connection)
         with connection.cursor() as cursor:
             cursor.execute(

