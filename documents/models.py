@@ -488,7 +488,11 @@ class Batch(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
-    # Set once, when the last of its jobs finished (then ``batch.completed`` is sent).
+    # Set once every file of the request is recorded: a job that finishes while later files are
+    # still being uploaded cannot complete the batch before them.
+    sealed_at = models.DateTimeField(null=True, blank=True)
+    # Set once, when the batch is sealed and the last of its jobs finished (then
+    # ``batch.completed`` is sent).
     completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.utils import timezone
 
 from documents.engines.validation import UploadRejected
@@ -78,6 +79,14 @@ def batch_create(
         else:
             item.document_id, item.job = result.document.pk, result.job
         item.save()
+    with transaction.atomic():
+        # Each file's job was dispatched when its upload committed, and may have finished before
+        # its item (or a later file) was recorded: the batch completes here if none is open.
+        sealed = Batch.objects.select_for_update().get(pk=batch.pk)
+        sealed.sealed_at = timezone.now()
+        sealed.save(update_fields=["sealed_at"])
+        _complete_if_done(sealed)
+    batch.refresh_from_db()
     return batch
 
 
@@ -140,10 +149,15 @@ def batch_job_finished(job: Job) -> None:
     item = BatchItem.objects.filter(job_id=job.pk).only("batch_id").first()
     if item is None:
         return
-    # Locks the batch: two last jobs finishing at once are serialised, so exactly one sees the
-    # other finished and completes the batch (the count below is read after the lock is held).
-    batch = Batch.objects.select_for_update().get(pk=item.batch_id)
-    if batch.completed_at is not None:
+    # Locks the batch: two last jobs finishing at once (or the last job and the request that
+    # seals the batch) are serialised, so exactly one sees the others finished and completes the
+    # batch (the count below is read after the lock is held).
+    _complete_if_done(Batch.objects.select_for_update().get(pk=item.batch_id))
+
+
+def _complete_if_done(batch: Batch) -> None:
+    """Completes the locked ``batch`` (and says so) when it is sealed and none of its jobs is open."""
+    if batch.completed_at is not None or batch.sealed_at is None:
         return
     open_jobs = Job.objects.filter(pk__in=batch.items.exclude(job=None).values("job_id")).exclude(
         status__in=FINISHED

@@ -4,14 +4,18 @@ finishes, and another tenant's batch is a 404."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django_q.conf import Conf
 from rest_framework.test import APIClient
 
-from documents.models import Batch, Document, WebhookMessage
+from documents.models import Batch, Document, Tenant, WebhookMessage
+from documents.services.batches import Upload, batch_create
 from jobs.models import Job, JobEvent, Status
 from tests.documents import files
 from tests.documents.helpers import files_under, run_until_idle
@@ -153,3 +157,45 @@ def test_another_tenants_batch_is_a_404_and_an_empty_batch_is_refused(alice, mal
     empty = alice.post("/api/batches", {}, format="multipart")
     assert empty.status_code == 400 and empty.json()["error"]["code"] == "no_files"
     assert Document.objects.count() == 1
+
+
+def test_a_job_that_finishes_while_later_files_upload_leaves_the_batch_open(alice):
+    """A small file's job can finish before the request has recorded the batch's next file: the
+    batch completes with its last job, not with the first."""
+    tenant = Tenant.objects.get(slug="acme")
+    user = get_user_model().objects.get(username="alice")
+
+    def uploads() -> Iterator[Upload]:
+        yield Upload("a.pdf", files.text_pdf(["Copper bell."]))
+        run_until_idle(Job.objects.get().pk)  # between two files of the same request
+        yield Upload("b.pdf", files.text_pdf(["Slate roof."]))
+
+    with receiver() as hooks:
+        register(alice, hooks.url, ["batch.completed"])
+        batch = batch_create(tenant=tenant, files=uploads(), user=user)
+        assert batch.completed_at is None  # b.pdf's job is still queued
+        assert not WebhookMessage.objects.exists()
+        [second] = batch.items.exclude(job_id=batch.items.get(position=0).job_id)
+        run_until_idle(second.job_id)
+
+    batch.refresh_from_db()
+    assert batch.completed_at is not None
+    [message] = WebhookMessage.objects.all()
+    assert message.payload["data"]["file_counts"]["ready"] == 2
+
+
+def test_jobs_run_inline_at_upload_complete_their_batch(alice, monkeypatch):
+    """With django-q2's sync mode (``Q_SYNC=1``: each job runs inside its upload's request, before
+    its batch item exists) the batch still completes once every file is recorded."""
+    monkeypatch.setattr(Conf, "SYNC", True)
+    body = post_batch(
+        alice,
+        [
+            ("a.pdf", files.text_pdf(["Amber lamp."])),
+            ("bad.exe", NOT_A_DOCUMENT),
+            ("b.pdf", files.text_pdf(["Teal door."])),
+        ],
+    ).json()
+
+    assert counts(body) == {"ready": 2, "total": 2, "rejected": 1}
+    assert body["completed_at"] is not None
