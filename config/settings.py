@@ -15,6 +15,8 @@ from typing import Any
 
 import dj_database_url
 
+from config.object_storage import storages_from_env
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded default's database and files live here
@@ -230,6 +232,9 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
 MEDIA_URL = "media/"
+# Uploaded files: under MEDIA_ROOT, or with STORAGE_BACKEND=s3 in an S3-compatible bucket (the
+# STORAGE_S3_* variables, config/object_storage.py).
+STORAGES = storages_from_env(os.environ)
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -495,6 +500,10 @@ LOGGING: dict[str, Any] = {
         "django.db.backends": {"level": "WARNING"},
         "django-q": {"level": os.environ.get("Q_LOG_LEVEL", "WARNING")},
         "fontTools": {"level": "WARNING"},
+        # Object storage: their debug lines show every request's signing; nothing of it is needed.
+        "botocore": {"level": "WARNING"},
+        "boto3": {"level": "WARNING"},
+        "s3transfer": {"level": "WARNING"},
     },
 }
 
