@@ -83,6 +83,10 @@ def _secret_key() -> str:
 
 _PUBLIC_KEYS = frozenset({"insecure-development-key-set-SECRET_KEY-in-production", "changeme", "secret"})
 SECRET_KEY = _secret_key()
+# Earlier keys, comma-separated, after a rotation: sessions and signed values made with them stay
+# valid, and stored credentials (webhook secrets) encrypted with them still decrypt until
+# `manage.py encrypt_secrets` writes them again with SECRET_KEY.
+SECRET_KEY_FALLBACKS = [k.strip() for k in os.environ.get("SECRET_KEY_FALLBACKS", "").split(",") if k.strip()]
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h]
 
 INSTALLED_APPS = [
