@@ -50,7 +50,7 @@ def _fernet(secret_key: str, fallbacks: tuple[str, ...]) -> MultiFernet:
 
 
 def _keys() -> MultiFernet:
-    return _fernet(settings.SECRET_KEY, tuple(getattr(settings, "SECRET_KEY_FALLBACKS", ())))
+    return _fernet(settings.SECRET_KEY, tuple(settings.SECRET_KEY_FALLBACKS))
 
 
 def _forget_keys(*, setting: str, **kwargs: object) -> None:
