@@ -68,6 +68,7 @@ def test_an_incomplete_s3_configuration_refuses_to_start(change: dict[str, str])
     assert S3_ENV["STORAGE_S3_SECRET_ACCESS_KEY"] not in str(refused.value)
 
 
+@pytest.mark.slow
 def test_a_process_started_with_the_s3_variables_stores_through_the_bucket() -> None:
     env = {"DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": str(ROOT), **S3_ENV}
     code = (
@@ -97,6 +98,7 @@ def test_error_reports_hide_the_storage_keys(settings: Any) -> None:
     )
 
 
+@pytest.mark.slow
 def test_seaweedfs_refuses_a_request_signed_with_the_wrong_key(seaweed: Any, s3_bucket: str) -> None:
     seaweed.client().put_object(Bucket=s3_bucket, Key="a", Body=b"x")
 
