@@ -15,6 +15,8 @@ from typing import Any
 
 import dj_database_url
 
+from config.object_storage import storages_from_env
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded default's database and files live here
@@ -81,6 +83,10 @@ def _secret_key() -> str:
 
 _PUBLIC_KEYS = frozenset({"insecure-development-key-set-SECRET_KEY-in-production", "changeme", "secret"})
 SECRET_KEY = _secret_key()
+# Earlier keys, comma-separated, after a rotation: sessions and signed values made with them stay
+# valid, and stored credentials (webhook secrets) encrypted with them still decrypt until
+# `manage.py encrypt_secrets` writes them again with SECRET_KEY.
+SECRET_KEY_FALLBACKS = [k.strip() for k in os.environ.get("SECRET_KEY_FALLBACKS", "").split(",") if k.strip()]
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h]
 
 INSTALLED_APPS = [
@@ -230,6 +236,9 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
 MEDIA_URL = "media/"
+# Uploaded files: under MEDIA_ROOT, or with STORAGE_BACKEND=s3 in an S3-compatible bucket (the
+# STORAGE_S3_* variables, config/object_storage.py).
+STORAGES = storages_from_env(os.environ)
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -495,6 +504,10 @@ LOGGING: dict[str, Any] = {
         "django.db.backends": {"level": "WARNING"},
         "django-q": {"level": os.environ.get("Q_LOG_LEVEL", "WARNING")},
         "fontTools": {"level": "WARNING"},
+        # Object storage: their debug lines show every request's signing; nothing of it is needed.
+        "botocore": {"level": "WARNING"},
+        "boto3": {"level": "WARNING"},
+        "s3transfer": {"level": "WARNING"},
     },
 }
 

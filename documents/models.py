@@ -18,6 +18,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from documents import credentials
 from jobs.models import Job
 
 
@@ -394,8 +395,9 @@ class WebhookEndpoint(models.Model):
     url = models.URLField(max_length=2000)
     events = models.JSONField(default=list)
     enabled = models.BooleanField(default=True)
-    # ``whsec_`` + base64: shown once at creation; kept because every payload is signed with it.
-    secret = models.CharField(max_length=100)
+    # ``whsec_`` + base64: shown once at creation; kept because every payload is signed with it,
+    # encrypted with a key derived from SECRET_KEY (documents/credentials.py): read ``secret``.
+    secret_encrypted = models.TextField(editable=False)
     description = models.CharField(max_length=200, blank=True, default="")
     # The owner: told only about the documents they may see. Deleting the user deletes their
     # endpoints (an endpoint left without its owner would become workspace-wide); no owner at
@@ -415,6 +417,15 @@ class WebhookEndpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant}: {self.url}"
+
+    @property
+    def secret(self) -> str:
+        """The signing secret, decrypted (``SecretUnreadable`` when no configured key opens it)."""
+        return credentials.decrypt(self.secret_encrypted)
+
+    @secret.setter
+    def secret(self, value: str) -> None:
+        self.secret_encrypted = credentials.encrypt(value)
 
 
 class WebhookMessage(models.Model):

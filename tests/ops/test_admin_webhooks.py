@@ -48,3 +48,9 @@ def test_attempts_are_listed_and_send_again_delivers_a_failed_message(settings):
             "Disabled: 1 attempts to deliver document.deleted" in endpoints
             and endpoint.secret not in endpoints
         )
+        detail = admin.get(
+            reverse("admin:documents_webhookendpoint_change", args=[endpoint.pk])
+        ).content.decode()
+        for shown in (endpoints, detail):  # neither the secret nor what the database keeps of it
+            assert endpoint.secret not in shown and endpoint.secret_encrypted not in shown
+            assert endpoint.secret_encrypted[:20] not in shown
