@@ -153,7 +153,7 @@ def test_the_migration_encrypts_existing_secrets_and_backwards_decrypts_them() -
             tenant=tenant, url="https://example.com/hook", secret="whsec_plain"
         )
 
-        new = migrate([("documents", "0014_webhook_secret_encrypted")])
+        new = migrate([("documents", "0015_webhook_secret_encrypted")])
         stored = new.get_model("documents", "WebhookEndpoint").objects.get(pk=endpoint.pk).secret_encrypted
         assert stored.startswith(credentials.PREFIX) and "whsec_plain" not in stored
         assert credentials.decrypt(stored) == "whsec_plain"

@@ -24,7 +24,7 @@ def decrypt_rows(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-    dependencies = [("documents", "0013_tenant_full_text")]
+    dependencies = [("documents", "0014_batch_sealed")]
 
     operations = [
         migrations.RenameField("webhookendpoint", "secret", "secret_encrypted"),
