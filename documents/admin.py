@@ -50,7 +50,7 @@ from documents.services.attributes import (
     document_update,
 )
 from documents.texts import localize
-from documents.visibility import staff_documents, staff_sees_all
+from documents.visibility import staff_documents, staff_hidden_documents, staff_rows, staff_sees_all
 from jobs.admin.registry import (
     RetryVariant,
     register_retry_variant,
@@ -556,6 +556,12 @@ class DeletionAdmin(ReadOnlyAdmin):
     fields = (*list_display, "version_ids")
     readonly_fields = fields
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Deletion]:
+        # No content, only ids: a document already gone is listed for its workspace's staff; one
+        # still there (its cleanup pending) only for those who may see it.
+        deletions = staff_rows(request.user, super().get_queryset(request))
+        return deletions.exclude(document_id__in=staff_hidden_documents(request.user).values("pk"))
+
 
 # --- webhooks: endpoints (read-only: tenants manage them through the API), messages and their
 # delivery log, with "send again" --------------------------------------------------------------
@@ -578,6 +584,9 @@ class WebhookEndpointAdmin(ReadOnlyAdmin):
         "disabled_reason",
     )
     readonly_fields = fields  # never the secret
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookEndpoint]:
+        return staff_rows(request.user, super().get_queryset(request))
 
 
 class AttemptInline(admin.TabularInline):
@@ -621,6 +630,11 @@ class WebhookMessageAdmin(ReadOnlyAdmin):
     readonly_fields = fields
     inlines = (AttemptInline,)
     actions = ("send_again",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookMessage]:
+        rows = staff_rows(request.user, super().get_queryset(request), tenant="endpoint__tenant_id")
+        hidden = [str(pk) for pk in staff_hidden_documents(request.user).values_list("pk", flat=True)]
+        return rows.exclude(payload__data__document_id__in=hidden) if hidden else rows
 
     def has_resend_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("documents.change_webhookmessage"))

@@ -10,12 +10,12 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from documents.admin_base import ReadOnlyAdmin
-from documents.models import AccessChange, Membership, Tenant, WorkspaceGroup
+from documents.models import AccessChange, Document, Membership, Tenant, WorkspaceGroup
 from documents.principals import Viewer
 from documents.services.access import AccessInputError
 from documents.services.groups import (
@@ -28,6 +28,7 @@ from documents.services.groups import (
     membership_set_admin,
 )
 from documents.texts import localize
+from documents.visibility import staff_documents, staff_rows, staff_sees_all
 
 
 def _operator(request: HttpRequest, tenant: Tenant) -> Viewer:
@@ -142,3 +143,14 @@ class AccessChangeAdmin(ReadOnlyAdmin):
     list_select_related = ("tenant",)
     search_fields = ("=subject_id", "subject_name", "changed_by_name")
     date_hierarchy = "changed_at"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AccessChange]:
+        changes = staff_rows(request.user, super().get_queryset(request))
+        if staff_sees_all(request.user):
+            return changes
+        # A document's change names it (its title): shown only while the member may see it, so
+        # not once it is gone. Collections are seen by every member.
+        seen = staff_documents(request.user, Document.objects.all()).values_list("pk", flat=True)
+        return changes.filter(
+            Q(subject_type="collection") | Q(subject_type="document", subject_id__in=[str(pk) for pk in seen])
+        )

@@ -125,11 +125,39 @@ def staff_documents(user: Any, documents: QuerySet[Document]) -> QuerySet[Docume
     of no workspace."""
     if staff_sees_all(user):
         return documents
-    membership = Membership.objects.select_related("tenant").filter(user=user).first()
-    if membership is None:
+    viewer = staff_viewer(user)
+    if viewer is None:
         return documents.none()
-    viewer = viewer_for(user, membership.tenant)
-    return allowed(viewer, documents.filter(tenant_id=membership.tenant_id))
+    return allowed(viewer, documents.filter(tenant_id=viewer.tenant_id))
+
+
+def staff_viewer(user: Any) -> Viewer | None:
+    """A staff member as a caller in their own workspace; None for staff of no workspace."""
+    membership = Membership.objects.select_related("tenant").filter(user=user).first()
+    return None if membership is None else viewer_for(user, membership.tenant)
+
+
+def staff_rows(user: Any, rows: QuerySet[Any], *, tenant: str = "tenant_id") -> QuerySet[Any]:
+    """Of ``rows`` (each of one workspace, named by the field ``tenant``), what the admin's audit
+    and operator pages show a staff member: all with ``documents.view_all_documents``, else
+    their own workspace's, none for staff of no workspace. Rows that name a document are
+    narrowed further with :func:`staff_hidden_documents` or :func:`staff_documents`."""
+    if staff_sees_all(user):
+        return rows
+    viewer = staff_viewer(user)
+    return rows.none() if viewer is None else rows.filter(**{tenant: viewer.tenant_id})
+
+
+def staff_hidden_documents(user: Any) -> QuerySet[Document]:
+    """The documents (deleted ones too) of the staff member's workspace that they may not see:
+    rows naming one of them stay off their admin pages. Empty for those who see every document."""
+    if staff_sees_all(user):
+        return Document.objects.none()
+    viewer = staff_viewer(user)
+    if viewer is None:
+        return Document.objects.none()
+    mine = Document.objects.filter(tenant_id=viewer.tenant_id)
+    return mine.exclude(pk__in=allowed(viewer, mine).values("pk"))
 
 
 def staff_sees_all(user: Any) -> bool:

@@ -24,7 +24,9 @@ from documents.evaluation.models import (
     LabelledQuerySet,
 )
 from documents.kinds import EVALUATE
+from documents.selectors import queries_in_sight
 from documents.services.evaluation import candidate_confirm
+from documents.visibility import staff_hidden_documents, staff_rows, staff_sees_all, staff_viewer
 from jobs.admin.registry import register_subject_labels, register_subject_links
 from jobs.models import Job
 
@@ -59,11 +61,27 @@ class QueryForm(forms.ModelForm):
         return data
 
 
+def queries_shown(request: HttpRequest, queries: QuerySet[Any], field: str = "pk") -> QuerySet[Any]:
+    """Of ``queries`` (or rows whose ``field`` names one), those whose labels name only documents
+    the staff member may see (a query is often a document's title): all with
+    ``documents.view_all_documents``; none for staff of no workspace."""
+    if staff_sees_all(request.user):
+        return queries
+    viewer = staff_viewer(request.user)
+    if viewer is None:
+        return queries.none()
+    ids = queries.exclude(**{field: None}).values_list(field, flat=True)
+    return queries.filter(**{f"{field}__in": queries_in_sight(viewer, ids)})
+
+
 class QueryInline(admin.TabularInline):
     model = LabelledQuery
     form = QueryForm
     extra = 1
     fields = ("text", "language", "labels")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[LabelledQuery]:
+        return queries_shown(request, super().get_queryset(request))
 
 
 @admin.register(LabelledQuerySet)
@@ -73,6 +91,9 @@ class QuerySetAdmin(admin.ModelAdmin):
     search_fields = ("name",)
     raw_id_fields = ("collection", "tenant")
     inlines = [QueryInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[LabelledQuerySet]:
+        return staff_rows(request.user, super().get_queryset(request))
 
     @admin.display(description="queries")
     def query_count(self, obj: LabelledQuerySet) -> int:
@@ -87,6 +108,10 @@ class QueryAdmin(admin.ModelAdmin):
     raw_id_fields = ("query_set",)
 
     form = QueryForm
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[LabelledQuery]:
+        rows = staff_rows(request.user, super().get_queryset(request), tenant="query_set__tenant_id")
+        return queries_shown(request, rows)
 
 
 @admin.register(LabelCandidate)
@@ -104,6 +129,10 @@ class CandidateAdmin(admin.ModelAdmin):
     search_fields = ("query",)
     actions = ["confirm"]
     readonly_fields = [f.name for f in LabelCandidate._meta.fields]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[LabelCandidate]:
+        rows = staff_rows(request.user, super().get_queryset(request))
+        return rows.exclude(document_id__in=staff_hidden_documents(request.user).values("pk"))
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -125,6 +154,9 @@ class ResultInline(admin.TabularInline):
     can_delete = False
     max_num = 0
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[EvaluationResult]:
+        return queries_shown(request, super().get_queryset(request), field="query")
+
 
 @admin.register(EvaluationRun)
 class RunAdmin(admin.ModelAdmin):
@@ -132,6 +164,9 @@ class RunAdmin(admin.ModelAdmin):
     list_filter = ("tenant", "embedder")
     readonly_fields = [f.name for f in EvaluationRun._meta.fields]
     inlines = [ResultInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[EvaluationRun]:
+        return staff_rows(request.user, super().get_queryset(request))
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -77,7 +77,9 @@ def scope_sql(scope: Scope, tenant: str = "e.tenant_id") -> tuple[str, list[Any]
     else:
         # Visibility is the publish commit: only the version the document points at is a hit.
         sql += " AND e.version_id = d.published_version_id"
-    document_sql, document_params = _document_conditions(scope, "e.document_id")
+    # On the document (d.id), not the entry: a document an access list or a filter rejects is
+    # skipped whole, before its entries and vectors are read (SQLite tested it per entry).
+    document_sql, document_params = _document_conditions(scope, "d.id")
     return sql + document_sql, params + document_params
 
 

@@ -19,8 +19,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_attempts_are_listed_and_send_again_delivers_a_failed_message(settings):
     settings.WEBHOOK_ALLOW_PRIVATE = True
     settings.WEBHOOK_RETRY_SCHEDULE = []  # one attempt only
+    # An operator of the platform, who looks after every workspace's webhooks.
     admin = staff(
-        "oscar", "view_webhookmessage", "change_webhookmessage", "view_webhookattempt", "view_webhookendpoint"
+        "oscar",
+        "view_webhookmessage",
+        "change_webhookmessage",
+        "view_webhookattempt",
+        "view_webhookendpoint",
+        "view_all_documents",
     )
     with receiver([503]) as hooks:
         endpoint = webhook_endpoint_create(tenant=tenant(), url=hooks.url, events=["document.deleted"])
