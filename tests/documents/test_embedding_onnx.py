@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from documents.embedders.bert_numpy import BertConfig, NumpyBert, encode_by_length
+from documents.embedders.bert_encoder import encode_by_length
+from documents.embedders.bert_numpy import BertConfig, NumpyBert
 from documents.embedders.bert_onnx import OnnxBert, build_graph
 
 CONFIG = BertConfig(layers=2, heads=4, dimension=16, eps=1e-12, max_length=12)
