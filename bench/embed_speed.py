@@ -7,11 +7,13 @@ chunker for the model's window, each with its context header, exactly what the e
 hands the model. Both runtimes are the ``local`` backend itself (``LocalModelEmbedder``), with
 the deployed batch size.
 
-- One thread: both encoders loaded in this process, one compute thread each, runs alternated
-  (numpy, onnx, numpy, ...); chunks/s per run, medians, and the median of the runs' own ratios.
-- Two processes: two workers' share of the machine, each a child process with one thread
-  embedding every chunk, both started at once; chunks/s = all chunks embedded / the slower
-  child's time. Numpy pairs and onnx pairs alternated.
+- One thread: both encoders loaded in this process, one compute thread each. A pass embeds
+  every chunk with each runtime, alternating the runtimes every 64 chunks (one embedding-stage
+  batch; order flipped each time), so both meet the same load on a shared machine whose speed
+  drifts within seconds; chunks/s per pass, medians, and the median of the passes' own ratios.
+- Two processes: two workers' share of the machine, two processes of one thread each, both
+  embedding every chunk in the same alternation, each slice started in both at once (a barrier);
+  chunks/s = all chunks embedded by both / the sum of the slices' slower times.
 - Same answers: cosine between the two runtimes' vectors of every chunk (min, mean), and MRR@10
   per search mode and language on the retrieval-quality benchmark, run once per runtime through
   ``bench/retrieval_quality.py``'s own configurations (``EMBEDDINGS_LOCAL_RUNTIME``).
@@ -27,12 +29,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -44,10 +47,11 @@ TODAY, NEW = RUNTIMES
 
 
 def embedder_of(runtime: str) -> Any:
-    """The ``local`` backend as deployed (batch size of the settings' default), one thread."""
+    """The ``local`` backend as deployed, one thread: numpy in batches of 8 as before this
+    change, onnx with its own default batch size."""
     from documents.embedders.local import LocalModelEmbedder
 
-    return LocalModelEmbedder(threads=1, runtime=runtime)
+    return LocalModelEmbedder(threads=1, runtime=runtime, batch_size=8 if runtime == TODAY else 0)
 
 
 def real_chunks(pages: list[dict[str, str]]) -> list[str]:
@@ -74,67 +78,88 @@ def real_chunks(pages: list[dict[str, str]]) -> list[str]:
 
 # --- speed -------------------------------------------------------------------------------------
 
+SLICE = 64  # texts per embed() call, as the embedding stage hands them over (EMBEDDING_BATCH_SIZE)
+
+
+def timed_passes(
+    embedders: dict[str, Any], texts: list[str], runs: int, barrier: Any = None
+) -> dict[str, Any]:
+    """``runs`` passes over ``texts``; each pass alternates the runtimes slice by slice (order
+    flipped every slice), so both see the same machine load even when it drifts within seconds
+    (the machine is shared). Seconds per runtime per pass, per slice, and the last vectors.
+    ``barrier`` (two processes) starts every slice in both processes at once."""
+    vectors = {r: e.embed(texts[:4]) for r, e in embedders.items()}  # load + warm up
+    seconds: dict[str, list[list[float]]] = {r: [] for r in RUNTIMES}
+    out: dict[str, list[Any]] = {r: [] for r in RUNTIMES}
+    for run in range(runs):
+        for r in RUNTIMES:
+            seconds[r].append([])
+            out[r] = []
+        for n, start in enumerate(range(0, len(texts), SLICE)):
+            part = texts[start : start + SLICE]
+            for r in RUNTIMES if (run + n) % 2 == 0 else reversed(RUNTIMES):
+                if barrier is not None:
+                    barrier.wait()
+                began = time.perf_counter()
+                out[r].append(embedders[r].embed(part))
+                seconds[r][-1].append(time.perf_counter() - began)
+    for r in RUNTIMES:
+        vectors[r] = np.vstack(out[r])
+    return {"seconds": seconds, "vectors": vectors}
+
+
+def summary(count: int, seconds: dict[str, list[float]]) -> dict[str, Any]:
+    """chunks/s per runtime per pass, their medians, and the median of the passes' own ratios."""
+    rates = {r: [count / s for s in seconds[r]] for r in RUNTIMES}
+    return {
+        "rates": rates,
+        "median": {r: median(rates[r]) for r in RUNTIMES},
+        "ratio": median([n / t for t, n in zip(rates[TODAY], rates[NEW], strict=True)]),
+    }
+
 
 def one_thread(texts: list[str], runs: int) -> dict[str, Any]:
-    embedders = {runtime: embedder_of(runtime) for runtime in RUNTIMES}
-    vectors = {runtime: e.embed(texts[:4]) for runtime, e in embedders.items()}  # load + warm up
-    rates: dict[str, list[float]] = {runtime: [] for runtime in RUNTIMES}
+    found = timed_passes({r: embedder_of(r) for r in RUNTIMES}, texts, runs)
+    result = summary(len(texts), {r: [sum(p) for p in found["seconds"][r]] for r in RUNTIMES})
     for run in range(runs):
-        for runtime in RUNTIMES if run % 2 == 0 else reversed(RUNTIMES):
-            started = time.perf_counter()
-            vectors[runtime] = embedders[runtime].embed(texts)
-            rates[runtime].append(len(texts) / (time.perf_counter() - started))
-        say(f"  run {run + 1}: " + ", ".join(f"{r} {rates[r][-1]:.1f} chunks/s" for r in RUNTIMES))
-    cosines = (vectors[TODAY] * vectors[NEW]).sum(axis=1)
-    return {
-        "rates": rates,
-        "median": {r: median(rates[r]) for r in RUNTIMES},
-        "ratio": median([n / t for t, n in zip(rates[TODAY], rates[NEW], strict=True)]),
-        "cosine_min": float(cosines.min()),
-        "cosine_mean": float(cosines.mean()),
+        say(
+            f"  pass {run + 1}: " + ", ".join(f"{r} {result['rates'][r][run]:.1f} chunks/s" for r in RUNTIMES)
+        )
+    cosines = (found["vectors"][TODAY] * found["vectors"][NEW]).sum(axis=1)
+    return {**result, "cosine_min": float(cosines.min()), "cosine_mean": float(cosines.mean())}
+
+
+def _worker(texts: list[str], runs: int, barrier: Any, queue: Any) -> None:
+    found = timed_passes({r: embedder_of(r) for r in RUNTIMES}, texts, runs, barrier)
+    queue.put(found["seconds"])
+
+
+def two_processes(texts: list[str], runs: int) -> dict[str, Any]:
+    """Two worker processes, one thread each, both embedding every chunk, slice by slice in
+    step (a barrier starts each slice in both); a slice's time is the slower worker's."""
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")
+    barrier, queue = spawn.Barrier(2), spawn.Queue()
+    workers = [spawn.Process(target=_worker, args=(texts, runs, barrier, queue)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    first, second = (queue.get(timeout=7200) for _ in workers)
+    for worker in workers:
+        worker.join()
+    walls = {
+        r: [
+            sum(max(a, b) for a, b in zip(p, q, strict=True))
+            for p, q in zip(first[r], second[r], strict=True)
+        ]
+        for r in RUNTIMES
     }
-
-
-def speed_child(args: argparse.Namespace) -> None:
-    """Load, say ready, wait for the go line, embed every chunk, print the seconds it took."""
-    texts = json.loads(Path(args.texts).read_text(encoding="utf-8"))
-    embedder = embedder_of(args.runtime)
-    embedder.embed(texts[:4])
-    print("ready", flush=True)
-    sys.stdin.readline()
-    started = time.perf_counter()
-    embedder.embed(texts)
-    print(f"{time.perf_counter() - started:.6f}", flush=True)
-
-
-def two_processes(texts_file: Path, count: int, runs: int) -> dict[str, Any]:
-    rates: dict[str, list[float]] = {runtime: [] for runtime in RUNTIMES}
+    result = summary(2 * len(texts), walls)
     for run in range(runs):
-        for runtime in RUNTIMES if run % 2 == 0 else reversed(RUNTIMES):
-            command = [common.PYTHON, __file__, "--speed-child", runtime, "--texts", str(texts_file)]
-            procs = [
-                subprocess.Popen(
-                    command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=common.ROOT
-                )
-                for _ in range(2)
-            ]
-            for proc in procs:
-                assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-            for proc in procs:
-                assert proc.stdin is not None
-                proc.stdin.write("go\n")
-                proc.stdin.flush()
-            seconds = []
-            for proc in procs:
-                out, _ = proc.communicate(timeout=3600)
-                seconds.append(float(out.strip()))
-            rates[runtime].append(2 * count / max(seconds))
-        say(f"  run {run + 1}: " + ", ".join(f"{r} {rates[r][-1]:.1f} chunks/s" for r in RUNTIMES))
-    return {
-        "rates": rates,
-        "median": {r: median(rates[r]) for r in RUNTIMES},
-        "ratio": median([n / t for t, n in zip(rates[TODAY], rates[NEW], strict=True)]),
-    }
+        say(
+            f"  pass {run + 1}: " + ", ".join(f"{r} {result['rates'][r][run]:.1f} chunks/s" for r in RUNTIMES)
+        )
+    return result
 
 
 # --- answers -----------------------------------------------------------------------------------
@@ -168,14 +193,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="alternated runs per measurement")
     parser.add_argument("--quality-backends", default="sqlite", help="databases of the MRR@10 comparison")
     parser.add_argument("--no-quality", action="store_true", help="speed and cosine only")
-    parser.add_argument("--speed-child", choices=RUNTIMES, help=argparse.SUPPRESS)
-    parser.add_argument("--runtime", help=argparse.SUPPRESS)
-    parser.add_argument("--texts", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.speed_child:
-        args.runtime = args.speed_child
-        speed_child(args)
-        return
     if args.quick:
         args.pages, args.max_chars, args.runs = (
             min(args.pages, 30),
@@ -199,16 +217,14 @@ def main() -> None:
     )
     report.figures.update(pages=len(pages), chunks=len(texts), tokens_median=median(tokens))
 
-    common.header("one thread, one process (alternated runs)")
+    common.header(f"one thread, one process ({args.runs} passes, runtimes alternated every {SLICE} chunks)")
     single = one_thread(texts, args.runs)
     report.figures["one_thread"] = single
-    common.header("two processes, one thread each (alternated runs)")
+    common.header(f"two processes, one thread each ({args.runs} passes, alternated every {SLICE} chunks)")
+    pair = two_processes(texts, args.runs)
+    report.figures["two_processes"] = pair
     with tempfile.TemporaryDirectory(prefix="bench-embed-") as tmp_name:
         tmp = Path(tmp_name)
-        texts_file = tmp / "texts.json"
-        texts_file.write_text(json.dumps(texts), encoding="utf-8")
-        pair = two_processes(texts_file, len(texts), args.runs)
-        report.figures["two_processes"] = pair
         answers: dict[str, Any] = {}
         if not args.no_quality:
             common.header(f"retrieval quality, MRR@10 ({args.quality_backends}), each runtime")
@@ -219,7 +235,7 @@ def main() -> None:
     for label, figures in (("one thread", single), ("two processes", pair)):
         say(
             f"{label:14} numpy {figures['median'][TODAY]:.1f} chunks/s, onnx {figures['median'][NEW]:.1f} "
-            f"chunks/s (medians of {args.runs}); same-run ratio {figures['ratio']:.2f}x"
+            f"chunks/s (medians of {args.runs} passes); median of the passes' ratios {figures['ratio']:.2f}x"
         )
     say(
         f"cosine onnx vs numpy over {len(texts)} chunks: "

@@ -397,7 +397,8 @@ EMBEDDINGS_BACKEND = os.environ.get("EMBEDDINGS_BACKEND", "local")
 # Compute threads per process for the local model (onnxruntime's intra-op pool, or BLAS for the
 # numpy runtime): workers are processes, so 1 avoids oversubscribing cores.
 EMBEDDINGS_LOCAL_THREADS = env_int("EMBEDDINGS_LOCAL_THREADS", 1)
-EMBEDDINGS_LOCAL_BATCH_SIZE = env_int("EMBEDDINGS_LOCAL_BATCH_SIZE", 8)
+# Texts per forward pass; 0: the runtime's own (onnx 2, numpy 8).
+EMBEDDINGS_LOCAL_BATCH_SIZE = env_int("EMBEDDINGS_LOCAL_BATCH_SIZE", 0)
 # onnx (a graph built from the model's weights at load, run by onnxruntime) | numpy (the same
 # vectors, the reference forward pass, a half to a third of the speed): bench/README.md "Embedding model".
 EMBEDDINGS_LOCAL_RUNTIME = os.environ.get("EMBEDDINGS_LOCAL_RUNTIME", "onnx")

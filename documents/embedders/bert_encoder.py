@@ -15,6 +15,10 @@ import numpy as np
 from documents.embedders.bert_numpy import Array, BertConfig, Forward, NumpyBert, read_tensors
 
 RUNTIMES = ("onnx", "numpy")
+# Texts per forward pass, measured on full-window chunks (bench/README.md, "Embedding model"):
+# onnxruntime is as fast at 1-8 on an idle core and fastest at 1-2 on a shared one (8 lost a
+# third); numpy's products want a few rows, and 32 cost 570 MB of peak memory.
+BATCH_SIZES = {"onnx": 2, "numpy": 8}
 
 
 class BertSentenceEncoder:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from django.conf import settings
 
-from documents.embedders.bert_encoder import RUNTIMES
+from documents.embedders.bert_encoder import BATCH_SIZES, RUNTIMES
 from documents.embedders.registry import register
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class LocalModelEmbedder:
         *,
         model_dir: Path | None = None,
         threads: int = 1,
-        batch_size: int = 8,
+        batch_size: int = 0,
         runtime: str = "onnx",
     ) -> None:
         if threads < 1:
@@ -108,7 +108,9 @@ class LocalModelEmbedder:
         self._model_dir = model_dir
         self.runtime = runtime
         self.threads = threads
-        self.batch_size = batch_size
+        # 0: the runtime's own (onnxruntime runs fastest on small batches: they stay in the cache
+        # when other processes share the core; numpy's products want a few rows).
+        self.batch_size = batch_size or BATCH_SIZES[runtime]
         self._encoder: BertSentenceEncoder | None = None
         self._counter: Tokenizer | None = None
         self._window: int | None = None
@@ -200,7 +202,8 @@ class LocalModelEmbedder:
 
 def build(**options: Any) -> LocalModelEmbedder:
     """The local model on ``EMBEDDINGS_LOCAL_THREADS`` threads in batches of
-    ``EMBEDDINGS_LOCAL_BATCH_SIZE``, run by ``EMBEDDINGS_LOCAL_RUNTIME`` (``options`` override them)."""
+    ``EMBEDDINGS_LOCAL_BATCH_SIZE`` (0: the runtime's own), run by ``EMBEDDINGS_LOCAL_RUNTIME``
+    (``options`` override them)."""
     return LocalModelEmbedder(
         **{
             "threads": settings.EMBEDDINGS_LOCAL_THREADS,
