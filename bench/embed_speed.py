@@ -188,7 +188,7 @@ def quality(pages: list[dict[str, str]], backends: str, tmp: Path) -> dict[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     common.common_args(parser)
-    parser.add_argument("--pages", type=int, default=100, help="corpus pages per language (default 100)")
+    parser.add_argument("--pages", type=int, default=80, help="corpus pages per language (default 80)")
     parser.add_argument("--max-chars", type=int, default=3000, help="characters kept per page")
     parser.add_argument("--runs", type=int, default=5, help="alternated runs per measurement")
     parser.add_argument("--quality-backends", default="sqlite", help="databases of the MRR@10 comparison")

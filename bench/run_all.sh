@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every benchmark of bench/ in sequence (about 20 minutes; with --quick about 6).
+# Runs every benchmark of bench/ in sequence (about 25 minutes; with --quick about 9).
 # Each prints its figures, its baseline measured in the same run and PASS/MISS verdicts; a MISS
 # does not fail this script, a benchmark that crashes does. Logs and JSON go to $BENCH_OUT
 # (default: a new /tmp/bench-results-* directory). Extra arguments (e.g. --quick) go to every script.
