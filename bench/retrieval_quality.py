@@ -225,9 +225,14 @@ def run_child(label: str, corpus: Path, env: dict[str, str], tmp: Path) -> dict[
     return json.loads(out.read_text())
 
 
-def configurations(args: argparse.Namespace, tmp: Path, corpus: Path) -> list[dict[str, Any]]:
+def configurations(
+    args: argparse.Namespace, tmp: Path, corpus: Path, extra_env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """One run per database x embedder of ``args``; ``extra_env`` goes to every child (another
+    benchmark compares, e.g., an embedder's runtimes with it)."""
     found = []
     extra = {
+        **(extra_env or {}),
         "Q_SYNC": "1",
         "THROTTLE_SEARCH_USER": "100000/min",
         "THROTTLE_SEARCH_IP": "100000/min",

@@ -403,9 +403,14 @@ SEARCH_CONCURRENT = env_bool("SEARCH_CONCURRENT", True)
 # local (all-MiniLM-L6-v2 from its pip package, no torch, offline) | hashing (lexical, no model)
 # | http (OpenAI-compatible) | sentence-transformers (optional extra)
 EMBEDDINGS_BACKEND = os.environ.get("EMBEDDINGS_BACKEND", "local")
-# BLAS threads per process for the local model: workers are processes, so 1 avoids oversubscribing cores.
+# Compute threads per process for the local model (onnxruntime's intra-op pool, or BLAS for the
+# numpy runtime): workers are processes, so 1 avoids oversubscribing cores.
 EMBEDDINGS_LOCAL_THREADS = env_int("EMBEDDINGS_LOCAL_THREADS", 1)
-EMBEDDINGS_LOCAL_BATCH_SIZE = env_int("EMBEDDINGS_LOCAL_BATCH_SIZE", 8)
+# Texts per forward pass; 0: the runtime's own (onnx 2, numpy 8).
+EMBEDDINGS_LOCAL_BATCH_SIZE = env_int("EMBEDDINGS_LOCAL_BATCH_SIZE", 0)
+# onnx (a graph built from the model's weights at load, run by onnxruntime) | numpy (the same
+# vectors, the reference forward pass, a half to a third of the speed): bench/README.md "Embedding model".
+EMBEDDINGS_LOCAL_RUNTIME = os.environ.get("EMBEDDINGS_LOCAL_RUNTIME", "onnx")
 EMBEDDINGS_HASHING_DIMENSION = env_int("EMBEDDINGS_HASHING_DIMENSION", 1024)
 # The widest vector an embedder may make (checked where an embedder is chosen: the re-index API and
 # command, and the configured one at start): "hashing:1000000" would store 4 MB per chunk.

