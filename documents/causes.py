@@ -216,3 +216,22 @@ TARGET_GONE = Cause(
     user_retryable=False,
     rule=RetryRule(max_attempts=1),
 )
+
+# --- source syncs (documents/kinds/sync.py) ------------------------------------------------------
+
+SOURCE_GONE = Cause(
+    "source_gone",
+    _("The source was removed, or another sync of it is running."),
+    UserAction.CONTACT_OPERATOR,
+    transient=False,
+    user_retryable=False,
+    rule=RetryRule(max_attempts=1),
+)
+FOLDER_UNAVAILABLE = Cause(
+    "folder_unavailable",
+    _("The source's folder is missing or no longer allowed. Fix the folder or the source, then sync again."),
+    UserAction.CONTACT_OPERATOR,
+    transient=False,
+    user_retryable=True,
+    rule=RetryRule(max_attempts=1),
+)

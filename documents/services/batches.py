@@ -140,9 +140,16 @@ def batch_job_finished(job: Job) -> None:
     item = BatchItem.objects.filter(job_id=job.pk).only("batch_id").first()
     if item is None:
         return
+    batch_complete_if_done(batch_id=item.batch_id)
+
+
+def batch_complete_if_done(*, batch_id: Any) -> None:
+    """Mark the batch completed and send ``batch.completed`` when every job of it has finished
+    (a batch made after its jobs started, as a source sync's, asks this once it is made). Call
+    it inside a transaction."""
     # Locks the batch: two last jobs finishing at once are serialised, so exactly one sees the
     # other finished and completes the batch (the count below is read after the lock is held).
-    batch = Batch.objects.select_for_update().get(pk=item.batch_id)
+    batch = Batch.objects.select_for_update().get(pk=batch_id)
     if batch.completed_at is not None:
         return
     open_jobs = Job.objects.filter(pk__in=batch.items.exclude(job=None).values("job_id")).exclude(
