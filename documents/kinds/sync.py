@@ -52,11 +52,11 @@ def _finished(job: Job) -> None:
 
 PIPELINE = Pipeline(
     kind=KIND,
-    label="Source sync",
+    label=_("Source sync"),
     stages=(
-        Stage("list", _list, weight=10, label="Listing", unit="items", deadline=300),
-        Stage("compare", _compare, weight=20, label="Comparing", unit="items", deadline=300),
-        Stage("apply", _apply, weight=70, label="Applying", unit="items", deadline=300),
+        Stage("list", _list, weight=10, label=_("Listing"), unit="items", deadline=300),
+        Stage("compare", _compare, weight=20, label=_("Comparing"), unit="items", deadline=300),
+        Stage("apply", _apply, weight=70, label=_("Applying"), unit="items", deadline=300),
     ),
     on_finish=_finished,
     causes=(SOURCE_GONE, FOLDER_UNAVAILABLE),

@@ -100,19 +100,23 @@ def source_create(
     """A new source of ``collection`` (of ``tenant``); nothing is synced until asked or scheduled."""
     if collection.tenant_id != tenant.pk:
         raise ValueError("the collection belongs to another tenant")
-    source = Source.objects.create(
-        tenant=tenant,
-        collection=collection,
-        kind=kind,
-        name=_check_name(name),
-        config=check_config(kind, config),
-        on_removal=_check_on_removal(on_removal),
-        schedule_minutes=_check_schedule(schedule_minutes),
-        created_by=user if isinstance(user, get_user_model()) else None,
-    )
+    fields = {
+        "name": _check_name(name),
+        "config": check_config(kind, config),
+        "on_removal": _check_on_removal(on_removal),
+        "schedule_minutes": _check_schedule(schedule_minutes),
+    }
     from documents.sources.schedules import schedule_save
 
-    transaction.on_commit(lambda: schedule_save(source))
+    with transaction.atomic():
+        source = Source.objects.create(
+            tenant=tenant,
+            collection=collection,
+            kind=kind,
+            created_by=user if isinstance(user, get_user_model()) else None,
+            **fields,
+        )
+        schedule_save(source)  # the scheduler's row commits with the source
     return source
 
 
@@ -134,7 +138,7 @@ def source_update(*, source: Source, **changes: Any) -> Source:
     if "schedule_minutes" in fields:
         from documents.sources.schedules import schedule_save
 
-        transaction.on_commit(lambda: schedule_save(source))
+        schedule_save(source)  # the scheduler's row commits with the source
     return source
 
 
@@ -150,7 +154,7 @@ def source_delete(*, source: Source, actor_name: str = "") -> None:
 
     source_id = source.pk
     Source.objects.filter(pk=source_id).delete()
-    transaction.on_commit(lambda: schedule_remove(source_id))
+    schedule_remove(source_id)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from documents.causes import FOLDER_UNAVAILABLE, SOURCE_GONE
 from documents.engines.validation import UploadRejected
@@ -48,8 +49,8 @@ NEW, CHANGED, REMOVED, UNCHANGED, FAILED, FORGET = (
 COUNT_KEYS = ("found", NEW, CHANGED, REMOVED, UNCHANGED, FAILED)
 # Why a listed item could not even be planned (folder.list_folder), in cause words.
 LISTING_FAILURES = {
-    "outside": ("link_outside", "The file links to a place outside the source's folder."),
-    "key_too_long": ("path_too_long", "The file's path inside the source is too long."),
+    "outside": ("link_outside", gettext_noop("The file links to a place outside the source's folder.")),
+    "key_too_long": ("path_too_long", gettext_noop("The file's path inside the source is too long.")),
 }
 PROGRESS_EVERY = 200
 

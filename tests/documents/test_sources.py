@@ -185,3 +185,19 @@ def test_a_sync_whose_worker_dies_mid_apply_converges_when_run_again(root):
     assert DocumentVersion.objects.count() == 7
     assert SourceItem.objects.exclude(document=None).count() == 7
     assert sync(source).counts["unchanged"] == 7
+
+
+def test_the_sync_source_command_runs_a_sync_inline_and_prints_its_counts(root):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    tenant = make_tenant()
+    source = folder_source(tenant, root)
+    out = StringIO()
+    call_command("sync_source", str(source.pk), "--inline", stdout=out)
+    assert "ready: found 3, new 3, changed 0, removed 0, unchanged 0, failed 0" in out.getvalue()
+    assert Job.objects.filter(kind=INGEST, status=Status.QUEUED).count() == 3
+    with pytest.raises(CommandError, match="no source"):
+        call_command("sync_source", "not-an-id", stdout=StringIO())
