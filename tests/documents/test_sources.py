@@ -201,3 +201,43 @@ def test_the_sync_source_command_runs_a_sync_inline_and_prints_its_counts(root):
     assert Job.objects.filter(kind=INGEST, status=Status.QUEUED).count() == 3
     with pytest.raises(CommandError, match="no source"):
         call_command("sync_source", "not-an-id", stdout=StringIO())
+
+
+def test_a_sync_tells_subscribed_webhooks_source_synced_and_its_batch_completed(root, settings):
+    from documents.models import WebhookMessage
+    from documents.services.webhooks import webhook_endpoint_create
+
+    settings.WEBHOOK_ALLOW_PRIVATE = True
+    tenant = make_tenant()
+    webhook_endpoint_create(
+        tenant=tenant, url="http://127.0.0.1:9/hooks", events=["source.synced", "batch.completed"]
+    )
+    source = folder_source(tenant, root)
+    job = sync_job(source)
+    synced = WebhookMessage.objects.get(event_type="source.synced")
+    data = synced.payload["data"]
+    assert data["source_id"] == str(source.pk) and data["job_id"] == str(job.pk)
+    assert data["counts"] == {"found": 3, "new": 3, "changed": 0, "removed": 0, "unchanged": 0, "failed": 0}
+    assert not WebhookMessage.objects.filter(event_type="batch.completed").exists()  # still ingesting
+    ingest_all()
+    completed = WebhookMessage.objects.get(event_type="batch.completed")
+    assert completed.payload["data"]["batch_id"] == data["batch_id"]
+    assert completed.payload["data"]["file_counts"]["ready"] == 3
+
+
+def test_a_schedule_is_a_django_q_schedule_that_starts_a_sync_or_leaves_the_running_one(root):
+    from django_q.models import Schedule
+
+    from documents.sources.schedules import schedule_name
+    from documents.sources.services import source_update
+    from documents.sources.tasks import sync_scheduled
+
+    tenant = make_tenant()
+    source = folder_source(tenant, root, schedule_minutes=15)
+    schedule = Schedule.objects.get(name=schedule_name(source.pk))
+    assert (schedule.func, schedule.minutes) == ("documents.sources.tasks.sync_scheduled", 15)
+    assert sync_scheduled(str(source.pk)) == "started"
+    assert sync_scheduled(str(source.pk)) == "running"
+    assert SourceSync.objects.filter(source=source).count() == 1
+    source_update(source=source, schedule_minutes=None)
+    assert not Schedule.objects.filter(name=schedule_name(source.pk)).exists()
