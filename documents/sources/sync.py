@@ -25,7 +25,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from documents.causes import FOLDER_UNAVAILABLE, SOURCE_GONE
+from documents.causes import FOLDER_UNAVAILABLE, SOURCE_GONE, SYNC_RUNNING
 from documents.engines.validation import UploadRejected
 from documents.models import Document
 from documents.services.delete import document_delete
@@ -63,6 +63,14 @@ def _load(ctx: StageContext) -> tuple[SourceSync, Source]:
     )
     if sync is None:
         raise StageFailure(SOURCE_GONE.code, "the source (and its sync) was removed")
+    if sync.finished_at is not None:
+        # Run again after a failure (a retry, at the stage that failed): open again, unless
+        # another sync of the source opened since (the partial unique constraint says so).
+        try:
+            with transaction.atomic():
+                SourceSync.objects.filter(pk=sync.pk).update(finished_at=None)
+        except IntegrityError:
+            raise StageFailure(SYNC_RUNNING.code, "another sync of the source is running") from None
     return sync, sync.source
 
 
@@ -88,13 +96,6 @@ def _hold_lease(ctx: StageContext) -> None:
 def sync_list(ctx: StageContext) -> None:
     """Stage ``list``: every item of the source with its marker, on the sync row."""
     sync, source = _load(ctx)
-    if sync.finished_at is not None:
-        # Run again after a failure (a retry): open again, unless another sync opened since.
-        try:
-            with transaction.atomic():
-                SourceSync.objects.filter(pk=sync.pk).update(finished_at=None)
-        except IntegrityError:
-            raise StageFailure(SOURCE_GONE.code, "another sync of the source is running") from None
     folder = _folder(source)
     listing: list[list[str]] = []
     for entry in list_folder(folder):

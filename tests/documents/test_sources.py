@@ -241,3 +241,30 @@ def test_a_schedule_is_a_django_q_schedule_that_starts_a_sync_or_leaves_the_runn
     assert SourceSync.objects.filter(source=source).count() == 1
     source_update(source=source, schedule_minutes=None)
     assert not Schedule.objects.filter(name=schedule_name(source.pk)).exists()
+
+
+def test_a_failed_sync_retried_opens_again_only_while_no_other_sync_runs(root, settings):
+    from documents.sources.services import SourceRefused
+    from jobs.services.lifecycle import job_retry
+
+    tenant = make_tenant()
+    source = folder_source(tenant, root)
+    job_id = sync_start(source=source).sync.job_id
+    settings.SOURCES_ALLOWED_ROOTS = [str(root / "guide")]  # the folder is no longer allowed
+    failed = run_until_idle(job_id)
+    assert (failed.status, failed.error_code) == (Status.FAILED, "folder_unavailable")
+    assert SourceSync.objects.get(job_id=job_id).finished_at is not None
+    settings.SOURCES_ALLOWED_ROOTS = [str(root.parent)]
+    newer = sync_start(source=source).sync  # the failed one is finished: a new sync starts
+    job_retry(job_id=job_id)
+    refused = run_until_idle(job_id)
+    assert (refused.status, refused.error_code) == (Status.FAILED, "sync_running")
+    assert SourceSync.objects.filter(source=source, finished_at=None).get() == newer
+    assert run_until_idle(newer.job_id).status == Status.READY
+    job_retry(job_id=job_id)  # now nothing else runs: the retried sync opens and finishes
+    assert run_until_idle(job_id).status == Status.READY
+    assert not SourceSync.objects.filter(source=source, finished_at=None).exists()
+    assert len(live_documents(tenant)) == 3
+    settings.SOURCES_ALLOWED_ROOTS = []
+    with pytest.raises(SourceRefused):
+        sync_start(source=source)
