@@ -369,6 +369,11 @@ METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 METRICS_ALLOWED_IPS = [a.strip() for a in os.environ.get("METRICS_ALLOWED_IPS", "").split(",") if a.strip()]
 
 # --- documents ------------------------------------------------------------------------------
+# Folder sources (docs/sources.md): the folders under which a source's folder may lie, separated
+# by the path separator (":"), symlinks resolved. Empty: folder sources are refused.
+SOURCES_ALLOWED_ROOTS = [
+    p for p in os.environ.get("SOURCES_ALLOWED_ROOTS", "").split(os.pathsep) if p.strip()
+]
 DOCUMENTS_MAX_UPLOAD_BYTES = env_int("DOCUMENTS_MAX_UPLOAD_BYTES", 50 * 1024 * 1024)
 # The request body limit, checked before authentication (config/body_limit.py, documents/uploads.py):
 # the upload limit plus room for the multipart envelope and form fields.

@@ -649,4 +649,5 @@ class WebhookMessageAdmin(ReadOnlyAdmin):
         self.message_user(request, f"{len(ids)} message(s) will be sent again.")
 
 
-import documents.evaluation.admin  # noqa: E402, F401  (evaluation: query sets, candidates, runs)
+import documents.evaluation.admin  # noqa: E402  (evaluation: query sets, candidates, runs)
+import documents.sources.admin  # noqa: E402, F401  (sources: where each stands, sync now)

@@ -10,7 +10,7 @@ class DocumentsConfig(AppConfig):
     def ready(self) -> None:
         import documents.checks  # noqa: F401  (registers the system checks)
         from documents.audit import LEFTOVERS
-        from documents.kinds import evaluate, ingest, reindex
+        from documents.kinds import evaluate, ingest, reindex, sync
         from documents.services.delete import deletions_sweep
         from documents.services.process_again import PROCESS_AGAIN
         from documents.services.quotas import tenant_quota
@@ -25,6 +25,7 @@ class DocumentsConfig(AppConfig):
         ingest.register()
         reindex.register()  # the second job kind: re-index a tenant with another embedder
         evaluate.register()  # the third: a labelled query set run through search and scored
+        sync.register()  # the fourth: a source's items made documents, versions and deletes
         from documents.retrieval.index import install
 
         install(self)  # search: sqlite-vec in every SQLite connection, the full-text index whole

@@ -216,3 +216,30 @@ TARGET_GONE = Cause(
     user_retryable=False,
     rule=RetryRule(max_attempts=1),
 )
+
+# --- source syncs (documents/kinds/sync.py) ------------------------------------------------------
+
+SOURCE_GONE = Cause(
+    "source_gone",
+    _("The source was removed."),
+    UserAction.CONTACT_OPERATOR,
+    transient=False,
+    user_retryable=False,
+    rule=RetryRule(max_attempts=1),
+)
+FOLDER_UNAVAILABLE = Cause(
+    "folder_unavailable",
+    _("The source's folder is missing or no longer allowed. Fix the folder or the source, then sync again."),
+    UserAction.CONTACT_OPERATOR,
+    transient=False,
+    user_retryable=True,
+    rule=RetryRule(max_attempts=1),
+)
+SYNC_RUNNING = Cause(
+    "sync_running",
+    _("Another sync of this source is running. Retry this one when it has finished."),
+    UserAction.RETRY,
+    transient=False,
+    user_retryable=True,
+    rule=RetryRule(max_attempts=1),
+)

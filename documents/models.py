@@ -610,3 +610,4 @@ from documents.evaluation.models import (  # noqa: E402, F401
     LabelledQuerySet,
     Verdict,
 )
+from documents.sources.models import Source, SourceItem, SourceSync  # noqa: E402, F401

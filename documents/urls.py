@@ -5,7 +5,7 @@ import re
 from django.conf import settings
 from django.urls import URLPattern, path, re_path
 
-from documents.pages import collections, document, document_list, evaluation, lifecycle
+from documents.pages import collections, document, document_list, evaluation, lifecycle, sources
 
 JOB = "documents/<str:document_id>/jobs/<str:job_id>"
 
@@ -22,6 +22,9 @@ urlpatterns: list[URLPattern] = [
     ),
     path("search", document.search_page, name="search"),
     path("collections/", collections.collection_list, name="collections"),
+    path("sources/", sources.sources_page, name="sources"),
+    path("sources/<str:source_id>/", sources.source_page, name="source"),
+    path("sources/<str:source_id>/sync", sources.source_sync, name="source-sync"),
     path("collections/<str:collection_id>/", collections.collection_detail, name="collection"),
     path(
         "documents/<str:document_id>/versions/<int:number>/chunks",

@@ -11,6 +11,7 @@ from documents.api import (
     evaluation,
     inspection,
     reindex,
+    sources,
     sse,
     views,
     webhooks,
@@ -98,6 +99,9 @@ urlpatterns = [
     ),
     re_path(r"^label-candidates/?$", evaluation.CandidatesView.as_view()),
     # Re-index: a second job kind over the caller's workspace.
+    re_path(r"^sources/?$", sources.SourcesView.as_view(), name="api-sources"),
+    re_path(r"^sources/(?P<source_id>[^/]+)/?$", sources.SourceView.as_view(), name="api-source"),
+    re_path(r"^sources/(?P<source_id>[^/]+)/sync/?$", sources.SourceSyncView.as_view()),
     re_path(r"^reindex/?$", reindex.ReindexView.as_view(), name="api-reindex"),
     re_path(r"^reindex/(?P<job_id>[^/]+)/?$", reindex.ReindexJobView.as_view(), name="api-reindex-job"),
     re_path(r"^reindex/(?P<job_id>[^/]+)/cancel/?$", reindex.ReindexCancelView.as_view()),

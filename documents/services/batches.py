@@ -82,10 +82,8 @@ def batch_create(
     with transaction.atomic():
         # Each file's job was dispatched when its upload committed, and may have finished before
         # its item (or a later file) was recorded: the batch completes here if none is open.
-        sealed = Batch.objects.select_for_update().get(pk=batch.pk)
-        sealed.sealed_at = timezone.now()
-        sealed.save(update_fields=["sealed_at"])
-        _complete_if_done(sealed)
+        Batch.objects.filter(pk=batch.pk).update(sealed_at=timezone.now())
+        batch_complete_if_done(batch_id=batch.pk)
     batch.refresh_from_db()
     return batch
 
@@ -149,14 +147,17 @@ def batch_job_finished(job: Job) -> None:
     item = BatchItem.objects.filter(job_id=job.pk).only("batch_id").first()
     if item is None:
         return
+    batch_complete_if_done(batch_id=item.batch_id)
+
+
+def batch_complete_if_done(*, batch_id: Any) -> None:
+    """Mark the batch completed and send ``batch.completed`` when it is sealed (every file of it
+    recorded) and every job of it has finished (a batch made after its jobs started, as a source
+    sync's, asks this once it is made). Call it inside a transaction."""
     # Locks the batch: two last jobs finishing at once (or the last job and the request that
     # seals the batch) are serialised, so exactly one sees the others finished and completes the
     # batch (the count below is read after the lock is held).
-    _complete_if_done(Batch.objects.select_for_update().get(pk=item.batch_id))
-
-
-def _complete_if_done(batch: Batch) -> None:
-    """Completes the locked ``batch`` (and says so) when it is sealed and none of its jobs is open."""
+    batch = Batch.objects.select_for_update().get(pk=batch_id)
     if batch.completed_at is not None or batch.sealed_at is None:
         return
     open_jobs = Job.objects.filter(pk__in=batch.items.exclude(job=None).values("job_id")).exclude(

@@ -8,6 +8,7 @@ the version and its job in one short transaction.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,6 +109,7 @@ def document_upload(
     collection: Collection | None = None,
     chunking: dict[str, Any] | None = None,
     access: list[str] | None = None,
+    recorded: Callable[[UploadResult], None] | None = None,
 ) -> UploadResult:
     """Upload a new document, or (with ``document``) a new version of one.
 
@@ -118,6 +120,10 @@ def document_upload(
     they replace the document's, like ``title``. ``access`` (principal keys checked by
     ``documents.services.access.check_principals``) is a new document's own access list; without
     it the document inherits its collection's.
+
+    ``recorded`` is called with the result inside the transaction that creates the version (not
+    for a re-upload of the published bytes, which creates nothing): a caller's own row about the
+    upload commits with it or not at all, and may raise to refuse it.
 
     Raises :class:`UploadRejected` (with its own code and HTTP status) when the file is refused,
     and ``DocumentInputError`` for bad attributes; nothing is stored then.
@@ -151,6 +157,7 @@ def document_upload(
             collection,
             chunking,
             access=access,
+            recorded=recorded,
         )
     except BaseException:
         default_storage.delete(stored)  # nothing half-made stays behind
@@ -175,6 +182,7 @@ def _create_version(
     again_from: DocumentVersion | None = None,
     actor: Actor = Actor.USER,
     access: list[str] | None = None,
+    recorded: Callable[[UploadResult], None] | None = None,
 ) -> UploadResult:
     """The version row and its job in one transaction; with ``again_from`` (process again) only
     while that version is still the document's latest, so two clicks make one new version."""
@@ -240,5 +248,7 @@ def _create_version(
         DocumentVersion.objects.filter(pk=version.pk).update(job=job)
         Document.objects.filter(pk=document.pk).update(latest_version=version)
         version.job = job
+        if recorded is not None:
+            recorded(UploadResult(document=document, version=version, job=job))
     document.refresh_from_db()
     return UploadResult(document=document, version=version, job=job)

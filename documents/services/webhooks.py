@@ -39,6 +39,8 @@ DOCUMENT_CANCELLED = "document.cancelled"
 DOCUMENT_DELETED = "document.deleted"
 BATCH_COMPLETED = "batch.completed"
 REINDEX_COMPLETED = "reindex.completed"
+# A source's sync finished (docs/sources.md): its counts, the same for every member.
+SOURCE_SYNCED = "source.synced"
 EVENTS = (
     DOCUMENT_READY,
     DOCUMENT_FAILED,
@@ -46,6 +48,7 @@ EVENTS = (
     DOCUMENT_DELETED,
     BATCH_COMPLETED,
     REINDEX_COMPLETED,
+    SOURCE_SYNCED,
 )
 _BY_STATUS = {
     Status.READY: DOCUMENT_READY,

@@ -25,6 +25,7 @@ IDS = {
     "other_id": "5f5f8c1e-3c4f-4a5e-9d0f-1a2b3c4d5e6f",
     "group_id": "11",
     "user_id": "12",
+    "source_id": "6a6a8c1e-3c4f-4a5e-9d0f-1a2b3c4d5e6f",
 }
 
 
