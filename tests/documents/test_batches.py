@@ -4,6 +4,8 @@ finishes, and another tenant's batch is a 404."""
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -186,8 +188,11 @@ def test_a_job_that_finishes_while_later_files_upload_leaves_the_batch_open(alic
 
 def test_jobs_run_inline_at_upload_complete_their_batch(alice, monkeypatch):
     """With django-q2's sync mode (``Q_SYNC=1``: each job runs inside its upload's request, before
-    its batch item exists) the batch still completes once every file is recorded."""
+    its batch item exists) the batch still completes once every file is recorded. The request's
+    process is no q2 worker: it gets no worker heartbeat, no drain guard and no SIGTERM handler
+    (the guard would end the process at the next drain)."""
     monkeypatch.setattr(Conf, "SYNC", True)
+    sigterm = signal.getsignal(signal.SIGTERM)
     body = post_batch(
         alice,
         [
@@ -199,3 +204,5 @@ def test_jobs_run_inline_at_upload_complete_their_batch(alice, monkeypatch):
 
     assert counts(body) == {"ready": 2, "total": 2, "rejected": 1}
     assert body["completed_at"] is not None
+    assert signal.getsignal(signal.SIGTERM) is sigterm
+    assert not {"jobs-drain-guard", "jobs-worker-beat"} & {t.name for t in threading.enumerate()}
