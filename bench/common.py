@@ -241,6 +241,17 @@ def base_env(*, settings: str, database_url: str, var_dir: Path, **extra: str) -
     return env
 
 
+def child_result(command: list[str], env: dict[str, str], timeout: float, what: str) -> dict[str, Any]:
+    """Run a benchmark's child process and return the JSON of its last ``RESULT `` line; a child
+    that fails or prints none raises with the end of its output."""
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"{what} child failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
+    return result
+
+
 def setup_django(env: dict[str, str]) -> None:
     """Configure this process from ``env`` (settings are read from the environment) and set up."""
     for key in (

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -180,12 +179,7 @@ def child(args: argparse.Namespace) -> None:
 
 def run_child(kind: str, env: dict[str, str], size: int, queries: int) -> dict[str, Any]:
     command = [common.PYTHON, __file__, "--child", kind, "--size", str(size), "--queries", str(queries)]
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=7200)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"{kind} child failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
-    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
-    return result
+    return common.child_result(command, env, timeout=7200, what=kind)
 
 
 def bench_backend(args: argparse.Namespace, backend: str, size: int) -> dict[str, Any]:

@@ -34,7 +34,6 @@ import contextlib
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -462,12 +461,7 @@ def child(args: argparse.Namespace) -> None:
 
 def run_child(kind: str, env: dict[str, str], size: int, queries: int) -> dict[str, Any]:
     command = [common.PYTHON, __file__, "--child", kind, "--size", str(size), "--queries", str(queries)]
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"{kind} child failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
-    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
-    return result
+    return common.child_result(command, env, timeout=3600, what=kind)
 
 
 def server_rss(data_dir: Path) -> float:

@@ -24,11 +24,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.conftest import wait_for
 
 REGION = "us-east-1"
 
@@ -206,24 +207,31 @@ def start_seaweed(base: Path, *, binary: str | None = None, timeout: float = 60.
 
 def _wait_ready(server: SeaweedS3, timeout: float) -> None:
     """Ready means a signed write and read work: the gateway answers and a volume has joined."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
     probe = "readiness-" + secrets.token_hex(4)
-    while time.monotonic() < deadline:
+    last: list[Exception] = []
+
+    def answers() -> bool:
         if server.proc is not None and server.proc.poll() is not None:
             raise RuntimeError(f"weed exited with {server.proc.returncode}:\n{server.log_tail()}")
         try:
             client = server.client()
             client.create_bucket(Bucket=probe)
             client.put_object(Bucket=probe, Key="probe", Body=b"ok")
-            if client.get_object(Bucket=probe, Key="probe")["Body"].read() == b"ok":
-                client.delete_object(Bucket=probe, Key="probe")
-                client.delete_bucket(Bucket=probe)
-                return
+            if client.get_object(Bucket=probe, Key="probe")["Body"].read() != b"ok":
+                return False
+            client.delete_object(Bucket=probe, Key="probe")
+            client.delete_bucket(Bucket=probe)
         except Exception as exc:  # not up yet: connection refused, no writable volume, ...
-            last = exc
-        time.sleep(0.2)
-    raise TimeoutError(f"SeaweedFS's S3 gateway not ready after {timeout}s ({last!r}):\n{server.log_tail()}")
+            last[:] = [exc]
+            return False
+        return True
+
+    try:
+        wait_for(answers, timeout, interval=0.2, what="SeaweedFS's S3 gateway")
+    except AssertionError:
+        raise TimeoutError(
+            f"SeaweedFS's S3 gateway not ready after {timeout}s ({last!r}):\n{server.log_tail()}"
+        ) from None
 
 
 @contextlib.contextmanager

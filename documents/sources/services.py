@@ -21,6 +21,7 @@ from documents.kinds import SYNC as KIND
 from documents.models import Collection, Tenant
 from documents.sources.folder import FolderRefused, check_folder
 from documents.sources.models import Source, SourceSync
+from documents.sources.schedules import schedule_remove, schedule_save
 from jobs.errors import JobConflict
 from jobs.models import Actor
 from jobs.quotas import QueueFull
@@ -106,7 +107,6 @@ def source_create(
         "on_removal": _check_on_removal(on_removal),
         "schedule_minutes": _check_schedule(schedule_minutes),
     }
-    from documents.sources.schedules import schedule_save
 
     with transaction.atomic():
         source = Source.objects.create(
@@ -136,8 +136,6 @@ def source_update(*, source: Source, **changes: Any) -> Source:
         Source.objects.filter(pk=source.pk).update(**fields)
         source.refresh_from_db()
     if "schedule_minutes" in fields:
-        from documents.sources.schedules import schedule_save
-
         schedule_save(source)  # the scheduler's row commits with the source
     return source
 
@@ -150,7 +148,6 @@ def source_delete(*, source: Source, actor_name: str = "") -> None:
         # Finished or stalled meanwhile: the source's removal ends it either way.
         with contextlib.suppress(JobConflict):
             job_cancel(job_id=job_id, actor=Actor.USER, actor_name=actor_name, reason="source removed")
-    from documents.sources.schedules import schedule_remove
 
     source_id = source.pk
     Source.objects.filter(pk=source_id).delete()

@@ -7,8 +7,6 @@ migration encrypts existing rows and decrypts them back."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,33 +20,15 @@ from documents import credentials
 from documents.models import WebhookAttempt, WebhookEndpoint, WebhookMessage
 from jobs.models import Status
 from tests.documents.helpers import run_until_idle
-from tests.documents.test_delete import client_for
 from tests.documents.test_v1_files_migration import migrate
-from tests.documents.test_webhooks import register, send_due, upload
-from tests.documents.webhook_receiver import Receiver, receiver
+from tests.documents.test_webhooks import alice, engine_settings, hooks, register, send_due, upload
+from tests.documents.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.django_db(transaction=True)
+__all__ = ["alice", "engine_settings", "hooks"]  # the webhook tests' fixtures, imported for pytest
 
 OLD_KEY = "tests-old-key-0123456789-abcdefghijklmnopqrstuvwxyz-rotated-out"
 NEW_KEY = "tests-new-key-0123456789-abcdefghijklmnopqrstuvwxyz-rotated-in!"
-
-
-@pytest.fixture(autouse=True)
-def engine_settings(settings: Any, tmp_path: Path) -> None:
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.WEBHOOK_ALLOW_PRIVATE = True  # the receiver listens on 127.0.0.1
-    settings.WEBHOOK_TIMEOUT = 5
-
-
-@pytest.fixture
-def alice() -> APIClient:
-    return client_for("alice", "acme")
-
-
-@pytest.fixture
-def hooks() -> Iterator[Receiver]:
-    with receiver() as server:
-        yield server
 
 
 def _column(endpoint_id: str) -> str:

@@ -7,10 +7,12 @@ Browser tests (marked ``browser``) skip when Debian's Chromium or Playwright is 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from tests.pages.browser import CHROMIUM
+from tests.pages.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.pages.helpers import Member, make_member
 
 
@@ -34,6 +36,22 @@ def browser_available() -> None:
         if os.environ.get("REQUIRE_BROWSER") == "1":
             pytest.fail(f"REQUIRE_BROWSER=1 but {reason}")
         pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def chromium(django_db_setup: None) -> Iterator[Any]:
+    """Debian's Chromium through Playwright, one per test module."""
+    browser_available()
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop running in this thread, so Django would take the
+    # tests' own (plain synchronous) ORM calls for calls from async code. Only while the module's
+    # browser runs; the servers under test get an environment without it (tests.pages.browser.server_env).
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
 
 
 @pytest.fixture

@@ -20,8 +20,6 @@ from documents.models import Document
 from tests.conftest import Processes
 from tests.documents.files import encrypted_pdf
 from tests.pages.browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     DESKTOP,
     Platform,
     log_in,
@@ -30,28 +28,12 @@ from tests.pages.browser import (
     start_platform,
     upload_through_form,
 )
-from tests.pages.conftest import browser_available
 from tests.pages.helpers import Member, job_id_of, scanned_pages_pdf
 
 pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
 LIVE = 60_000  # ms: how long a page may take to reach a state through live updates
 HOSTILE = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
-
-
-@pytest.fixture(scope="module")
-def chromium(django_db_setup: None) -> Iterator[Any]:
-    browser_available()
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop running in this thread, so Django would take the
-    # tests' own (plain synchronous) ORM calls for calls from async code. Only for this module;
-    # the servers under test get an environment without it (see server_env).
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,6 @@ from jobs.models import Job, Status
 from tests.conftest import Processes
 from tests.documents.helpers import run_until_idle
 from tests.pages.browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     DESKTOP,
     Platform,
     free_port,
@@ -34,7 +32,6 @@ from tests.pages.browser import (
     screenshot,
     server_env,
 )
-from tests.pages.conftest import browser_available
 from tests.pages.helpers import PASSWORD, Member, make_member
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -42,18 +39,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 QUERY = "cobalt harbor fishing boats"
 SHOWN = "Harbor almanac"
 HIDDEN = "Payroll ledger"
-
-
-@pytest.fixture(scope="module")
-def chromium(django_db_setup: None) -> Iterator[Any]:
-    browser_available()
-    from playwright.sync_api import sync_playwright
-
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # see tests/pages/test_browser.py
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,6 @@ from jobs.models import Status
 from tests.conftest import Processes, wait_for
 from tests.documents.helpers import reload_job, run_until_idle
 from tests.pages.browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     DESKTOP,
     Platform,
     log_in,
@@ -28,22 +26,9 @@ from tests.pages.browser import (
     server_env,
     start_platform,
 )
-from tests.pages.conftest import browser_available
 from tests.pages.helpers import Member
 
 pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def chromium(django_db_setup: None) -> Iterator[Any]:
-    browser_available()
-    from playwright.sync_api import sync_playwright
-
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # see tests/pages/test_browser.py
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

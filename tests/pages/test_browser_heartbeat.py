@@ -16,8 +16,6 @@ from jobs.services.worker import job_claim, job_heartbeat, job_report_progress
 from tests.conftest import Processes
 from tests.documents.files import text_pdf
 from tests.pages.browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     DESKTOP,
     Platform,
     free_port,
@@ -25,24 +23,11 @@ from tests.pages.browser import (
     screenshot,
     server_env,
 )
-from tests.pages.conftest import browser_available
 from tests.pages.helpers import Member
 
 pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
 QUIET = 30_000  # ms: more than the page's 10 s quiet threshold plus one re-read
-
-
-@pytest.fixture(scope="module")
-def chromium(django_db_setup: None) -> Iterator[Any]:
-    browser_available()
-    from playwright.sync_api import sync_playwright
-
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")
