@@ -28,9 +28,26 @@ from jobs.models import Actor
 ADMIN_ERRORS = {**ERRORS, 403: _error("Only a workspace admin manages sources")}
 
 
-class FolderConfigIn(StrictIn):
-    path = serializers.CharField(
-        max_length=4096, help_text="An absolute folder path under a root the operator allows."
+CONFIG_HELP = (
+    'The kind\'s settings, checked by the kind (docs/sources.md): folder: {"path": an absolute folder '
+    "path under a root the operator allows}."
+)
+CREDENTIALS_HELP = (
+    "The kind's secrets (write-only: stored encrypted, never returned). On a change, a secret left "
+    "out keeps its stored value."
+)
+
+
+def _config_field(**kwargs: Any) -> serializers.DictField:
+    return serializers.DictField(help_text=CONFIG_HELP, **kwargs)
+
+
+def _credentials_field() -> serializers.DictField:
+    return serializers.DictField(
+        child=serializers.CharField(max_length=4096, allow_blank=True),
+        required=False,
+        write_only=True,
+        help_text=CREDENTIALS_HELP,
     )
 
 
@@ -38,7 +55,8 @@ class SourceIn(StrictIn):
     name = serializers.CharField(max_length=200)
     collection = serializers.UUIDField(help_text="The collection its documents go into.")
     kind = serializers.ChoiceField(choices=Source.Kind.values, default=Source.Kind.FOLDER)
-    config = FolderConfigIn()
+    config = _config_field()
+    credentials = _credentials_field()
     on_removal = serializers.ChoiceField(
         choices=Source.OnRemoval.values,
         default=Source.OnRemoval.DELETE,
@@ -51,7 +69,8 @@ class SourceIn(StrictIn):
 
 class SourcePatchIn(StrictIn):
     name = serializers.CharField(max_length=200, required=False)
-    config = FolderConfigIn(required=False)
+    config = _config_field(required=False)
+    credentials = _credentials_field()
     on_removal = serializers.ChoiceField(choices=Source.OnRemoval.values, required=False)
     schedule_minutes = serializers.IntegerField(required=False, allow_null=True)
 
@@ -96,6 +115,7 @@ class SourceOut(serializers.Serializer[Any]):
     kind = serializers.CharField()
     collection = serializers.UUIDField()
     config = serializers.DictField()
+    has_credentials = serializers.BooleanField(help_text="Whether secrets are stored (never shown).")
     on_removal = serializers.CharField()
     schedule_minutes = serializers.IntegerField(allow_null=True)
     next_sync_at = serializers.DateTimeField(allow_null=True)
@@ -146,6 +166,7 @@ class SourcesView(SourceViewBase):
                 name=data["name"],
                 kind=data["kind"],
                 config=dict(data["config"]),
+                credentials=dict(data.get("credentials") or {}),
                 on_removal=data["on_removal"],
                 schedule_minutes=data.get("schedule_minutes"),
                 user=request.user,
@@ -167,8 +188,9 @@ class SourceView(SourceViewBase):
         form = SourcePatchIn(data=request.data, partial=True)
         form.is_valid(raise_exception=True)
         changes = dict(form.validated_data)
-        if "config" in changes:
-            changes["config"] = dict(changes["config"])
+        for field in ("config", "credentials"):
+            if field in changes:
+                changes[field] = dict(changes[field])
         try:
             source = source_update(source=source, **changes)
         except SourceRefused as refused:

@@ -3,30 +3,33 @@ symlinks resolved) and what it holds (files by their path relative to it, with a
 of modification time in nanoseconds and size).
 
 Plain Python on the file system, no ORM. Refusals carry a stable code and user-safe words that
-name no server path other than the one the user gave.
+name no server path other than the one the user gave. :data:`KIND` is the kind for the sync
+(``documents/sources/connectors.py``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.utils.translation import gettext_noop
 
-MAX_KEY_LENGTH = 1024
-READ_CHUNK = 1024 * 1024
+from documents.causes import FOLDER_UNAVAILABLE
+from documents.sources.connectors import MAX_KEY_LENGTH, Fetched, Listed, Refused, SourceKind, sha256_of
+
+if TYPE_CHECKING:
+    from documents.sources.models import Source
 
 
-class FolderRefused(Exception):
+class FolderRefused(Refused):
     """A folder that cannot be a source (or be synced now), with a code and user-safe words."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(code, message, "path")
 
 
 def check_folder(path: str, roots: Sequence[str]) -> Path:
@@ -68,12 +71,6 @@ def _resolved(roots: Sequence[str]) -> list[Path]:
     return found
 
 
-@dataclass(frozen=True)
-class Listed:
-    key: str
-    marker: str
-
-
 def marker_of(stat: os.stat_result) -> str:
     return f"{stat.st_mtime_ns}:{stat.st_size}"
 
@@ -110,19 +107,56 @@ def item_path(folder: Path, key: str) -> Path:
     return path
 
 
-def read_item(folder: Path, key: str) -> tuple[bytes, str, str]:
-    """The bytes of ``key``, its marker taken before reading (a change during the read shows as a
-    new marker on the next sync) and their SHA-256."""
-    path = item_path(folder, key)
-    marker = marker_of(path.stat())
-    data = path.read_bytes()
-    return data, marker, hashlib.sha256(data).hexdigest()
-
-
 def hash_item(folder: Path, key: str) -> str:
     """The SHA-256 of ``key``'s bytes, read in chunks."""
-    digest = hashlib.sha256()
     with item_path(folder, key).open("rb") as handle:
-        while block := handle.read(READ_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
+        return sha256_of(handle)
+
+
+class FolderConnector:
+    """A folder source opened for one stage (``connectors.Connector``)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def listing(self) -> Iterator[Listed | tuple[str, str]]:
+        return list_folder(self.folder)
+
+    @contextmanager
+    def fetch(self, key: str) -> Iterator[Fetched]:
+        path = item_path(self.folder, key)
+        marker = marker_of(path.stat())
+        with path.open("rb") as handle:
+            yield Fetched(handle, marker, path.name)
+
+    def digest(self, key: str) -> str:
+        return hash_item(self.folder, key)
+
+    def exists(self, key: str) -> bool:
+        return (self.folder / key).exists()
+
+
+def clean_config(config: Any) -> dict[str, Any]:
+    """``{"path": <the path as given>}`` once it resolves under an allowed root."""
+    path = config.get("path") if isinstance(config, dict) else None
+    if not isinstance(path, str):
+        raise FolderRefused("invalid_path", gettext_noop("Give the folder as an absolute path."))
+    check_folder(path, settings.SOURCES_ALLOWED_ROOTS)
+    return {"path": path.strip()}
+
+
+def connect(source: Source, credentials: dict[str, str]) -> FolderConnector:
+    return FolderConnector(check_folder(str(source.config.get("path", "")), settings.SOURCES_ALLOWED_ROOTS))
+
+
+def check_now(source: Source) -> None:
+    check_folder(str(source.config.get("path", "")), settings.SOURCES_ALLOWED_ROOTS)
+
+
+KIND = SourceKind(
+    kind="folder",
+    clean_config=clean_config,
+    connect=connect,
+    unavailable=FOLDER_UNAVAILABLE,
+    check_now=check_now,
+)

@@ -21,6 +21,8 @@ from django.utils.translation import gettext_lazy as _
 class Source(models.Model):
     class Kind(models.TextChoices):
         FOLDER = "folder", _("Folder")
+        WEB = "web", _("Web site")
+        S3 = "s3", _("S3-compatible bucket")
 
     class OnRemoval(models.TextChoices):
         DELETE = "delete", _("Delete the document")
@@ -31,8 +33,12 @@ class Source(models.Model):
     collection = models.ForeignKey("documents.Collection", on_delete=models.CASCADE, related_name="sources")
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.FOLDER)
     name = models.CharField(max_length=200)
-    # The kind's own settings (folder: {"path": "..."}); checked by documents/sources/folder.py.
+    # The kind's own settings (folder: {"path": "..."}), checked by the kind's module
+    # (documents/sources/registry.py lists them); shown to members.
     config = models.JSONField(default=dict, blank=True)
+    # The kind's secrets as one JSON object, encrypted (documents/sources/credentials.py); empty
+    # when it has none. Never shown, logged or sent.
+    credentials = models.TextField(blank=True, default="", editable=False)
     on_removal = models.CharField(max_length=10, choices=OnRemoval.choices, default=OnRemoval.DELETE)
     # Sync every N minutes; empty: only when asked.
     schedule_minutes = models.PositiveIntegerField(null=True, blank=True)

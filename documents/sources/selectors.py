@@ -71,8 +71,9 @@ def sync_out(sync: SourceSync) -> dict[str, Any]:
 
 
 def source_out(source: Source) -> dict[str, Any]:
-    """A source with its last sync and next scheduled run. The folder path is the one its
-    creator gave; nothing else of the server's file system is shown."""
+    """A source with its last sync and next scheduled run. Its settings as its creator gave
+    them (a folder's path: nothing else of the server's file system is shown); of its secrets,
+    only whether there are any."""
     sync = last_sync(source)
     upcoming = next_run(source)
     return {
@@ -80,7 +81,8 @@ def source_out(source: Source) -> dict[str, Any]:
         "name": source.name,
         "kind": source.kind,
         "collection": str(source.collection_id),
-        "config": {"path": source.config.get("path", "")},
+        "config": dict(source.config),
+        "has_credentials": bool(source.credentials),
         "on_removal": source.on_removal,
         "schedule_minutes": source.schedule_minutes,
         "next_sync_at": upcoming.isoformat() if upcoming else None,

@@ -1,8 +1,9 @@
 """Use cases of sources (docs/sources.md): create, change and remove a source, and start a sync.
 
 Who may do what is the caller's business (the API lets workspace admins manage sources and
-every member read them); these functions check what a source may be: a folder under an allowed
-root, a collection of the source's own workspace.
+every member read them); these functions check what a source may be: settings its kind accepts
+(``documents/sources/registry.py``: a folder under an allowed root, ...), a collection of the
+source's own workspace. Credentials are stored encrypted and never returned.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext_noop
 
+from documents import credentials as secrets
 from documents.kinds import SYNC as KIND
 from documents.models import Collection, Tenant
-from documents.sources.folder import FolderRefused, check_folder
+from documents.sources.connectors import Refused
+from documents.sources.credentials import credentials_of, seal
 from documents.sources.models import Source, SourceSync
+from documents.sources.registry import kind_of
 from documents.sources.schedules import schedule_remove, schedule_save
 from jobs.errors import JobConflict
 from jobs.models import Actor
@@ -42,21 +45,25 @@ class SourceRefused(Exception):
         self.field = field
 
 
+def _bad(refused: Refused) -> SourceRefused:
+    return SourceRefused(400, refused.code, refused.message, refused.field)
+
+
 def check_config(kind: str, config: Any) -> dict[str, Any]:
-    """A kind's settings as stored: for a folder, ``{"path": <the path as given>}`` once it
-    resolves under an allowed root."""
-    if kind != Source.Kind.FOLDER:
-        raise SourceRefused(
-            400, "invalid_kind", gettext_noop("Sources of this kind are not available."), "kind"
-        )
-    path = config.get("path") if isinstance(config, dict) else None
-    if not isinstance(path, str):
-        raise SourceRefused(400, "invalid_path", gettext_noop("Give the folder as an absolute path."), "path")
+    """A kind's settings as stored (for a folder, ``{"path": <the path as given>}`` once it
+    resolves under an allowed root)."""
     try:
-        check_folder(path, settings.SOURCES_ALLOWED_ROOTS)
-    except FolderRefused as refused:
-        raise SourceRefused(400, refused.code, refused.message, "path") from None
-    return {"path": path.strip()}
+        return kind_of(kind).clean_config(config)
+    except Refused as refused:
+        raise _bad(refused) from None
+
+
+def check_credentials(kind: str, given: Any, stored: dict[str, str] | None = None) -> str:
+    """The kind's secrets from ``given`` (and what is ``stored``, for a change), as stored."""
+    try:
+        return seal(kind_of(kind).clean_credentials(given, stored or {}))
+    except Refused as refused:
+        raise _bad(refused) from None
 
 
 def _check_name(name: Any) -> str:
@@ -94,6 +101,7 @@ def source_create(
     name: str,
     kind: str = Source.Kind.FOLDER,
     config: dict[str, Any],
+    credentials: dict[str, Any] | None = None,
     on_removal: str = Source.OnRemoval.DELETE,
     schedule_minutes: int | None = None,
     user: Any = None,
@@ -104,6 +112,7 @@ def source_create(
     fields = {
         "name": _check_name(name),
         "config": check_config(kind, config),
+        "credentials": check_credentials(kind, credentials),
         "on_removal": _check_on_removal(on_removal),
         "schedule_minutes": _check_schedule(schedule_minutes),
     }
@@ -121,13 +130,20 @@ def source_create(
 
 
 def source_update(*, source: Source, **changes: Any) -> Source:
-    """Change a source's name, settings, removal policy or schedule (the others stay). A new
-    folder applies from the next sync on; the items already synced are compared with it."""
+    """Change a source's name, settings, credentials, removal policy or schedule (the others
+    stay; a credential left out of ``credentials`` keeps its stored value). New settings apply
+    from the next sync on; the items already synced are compared with them."""
     fields: dict[str, Any] = {}
     if "name" in changes:
         fields["name"] = _check_name(changes["name"])
     if "config" in changes:
         fields["config"] = check_config(source.kind, changes["config"])
+    if "credentials" in changes:
+        try:
+            stored = credentials_of(source)
+        except Refused:
+            stored = {}  # unreadable: what is given now replaces it
+        fields["credentials"] = check_credentials(source.kind, changes["credentials"], stored)
     if "on_removal" in changes:
         fields["on_removal"] = _check_on_removal(changes["on_removal"])
     if "schedule_minutes" in changes:
@@ -163,13 +179,12 @@ class SyncStarted:
 
 def sync_start(*, source: Source, actor: Actor = Actor.USER, actor_name: str = "") -> SyncStarted:
     """Start a sync of ``source``, or answer the one that is unfinished (a second "sync now"
-    while one runs is that sync, not another). A folder that is no longer allowed is refused
-    here (400), before any job is made."""
-    if source.kind == Source.Kind.FOLDER:
-        try:
-            check_folder(str(source.config.get("path", "")), settings.SOURCES_ALLOWED_ROOTS)
-        except FolderRefused as refused:
-            raise SourceRefused(400, refused.code, refused.message, "path") from None
+    while one runs is that sync, not another). A source its kind's quick check refuses (a folder
+    no longer allowed, ...) is refused here (400), before any job is made."""
+    try:
+        kind_of(source.kind).check_now(source)
+    except Refused as refused:
+        raise _bad(refused) from None
     try:
         with transaction.atomic():
             # The source row is the lock: two "sync now" calls at once make one sync; the partial
@@ -204,3 +219,17 @@ def sync_start(*, source: Source, actor: Actor = Actor.USER, actor_name: str = "
 
 def _open_sync(source: Source) -> SourceSync | None:
     return SourceSync.objects.filter(source=source, finished_at=None).select_related("job").first()
+
+
+def source_credentials_reencrypt() -> tuple[int, int]:
+    """Encrypt every source's credentials again with the current ``SECRET_KEY`` (after a
+    rotation); ``(done, unreadable)``. A compare-and-set per row, so a parallel change wins."""
+    done = unreadable = 0
+    for pk, token in Source.objects.exclude(credentials="").values_list("pk", "credentials").iterator():
+        try:
+            fresh = secrets.reencrypt(token)
+        except secrets.SecretUnreadable:
+            unreadable += 1
+            continue
+        done += Source.objects.filter(pk=pk, credentials=token).update(credentials=fresh)
+    return done, unreadable

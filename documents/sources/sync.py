@@ -17,21 +17,20 @@ When the job finishes, ``documents/sources/finish.py`` records the counts and th
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django.utils.translation import gettext_noop
 
-from documents.causes import FOLDER_UNAVAILABLE, SOURCE_GONE, SYNC_RUNNING
+from documents.causes import SOURCE_GONE, SYNC_RUNNING
 from documents.engines.validation import UploadRejected
 from documents.models import Document
 from documents.services.delete import document_delete
 from documents.services.upload import UploadResult, document_upload
-from documents.sources.folder import FolderRefused, Listed, check_folder, item_path, list_folder, marker_of
+from documents.sources.connectors import LISTING_FAILURES, Connector, Listed, Refused
+from documents.sources.credentials import credentials_of
 from documents.sources.models import Source, SourceItem, SourceSync
+from documents.sources.registry import kind_of
 from jobs.errors import LeaseLost, StageFailure
 from jobs.models import LEASED, Job
 
@@ -47,11 +46,6 @@ NEW, CHANGED, REMOVED, UNCHANGED, FAILED, FORGET = (
     "forget",
 )
 COUNT_KEYS = ("found", NEW, CHANGED, REMOVED, UNCHANGED, FAILED)
-# Why a listed item could not even be planned (folder.list_folder), in cause words.
-LISTING_FAILURES = {
-    "outside": ("link_outside", gettext_noop("The file links to a place outside the source's folder.")),
-    "key_too_long": ("path_too_long", gettext_noop("The file's path inside the source is too long.")),
-}
 PROGRESS_EVERY = 200
 
 
@@ -74,11 +68,14 @@ def _load(ctx: StageContext) -> tuple[SourceSync, Source]:
     return sync, sync.source
 
 
-def _folder(source: Source) -> Path:
+def _connect(source: Source) -> Connector:
+    """The source opened for this stage; the sync fails with the kind's "unavailable" cause when
+    it cannot be reached or is no longer allowed."""
+    kind = kind_of(source.kind)
     try:
-        return check_folder(str(source.config.get("path", "")), settings.SOURCES_ALLOWED_ROOTS)
-    except FolderRefused as refused:
-        raise StageFailure(FOLDER_UNAVAILABLE.code, f"folder refused: {refused.code}") from None
+        return kind.connect(source, credentials_of(source))
+    except Refused as refused:
+        raise StageFailure(kind.unavailable.code, f"source refused: {refused.code}") from None
 
 
 def _hold_lease(ctx: StageContext) -> None:
@@ -96,9 +93,9 @@ def _hold_lease(ctx: StageContext) -> None:
 def sync_list(ctx: StageContext) -> None:
     """Stage ``list``: every item of the source with its marker, on the sync row."""
     sync, source = _load(ctx)
-    folder = _folder(source)
+    connector = _connect(source)
     listing: list[list[str]] = []
-    for entry in list_folder(folder):
+    for entry in connector.listing():
         if len(listing) % PROGRESS_EVERY == 0:
             ctx.check()
             ctx.progress(len(listing))
@@ -110,10 +107,8 @@ def sync_list(ctx: StageContext) -> None:
 def sync_compare(ctx: StageContext) -> None:
     """Stage ``compare``: the plan, by marker and then content hash (only of items whose marker
     moved: an unchanged source costs one stat per item and no read)."""
-    from documents.sources.folder import hash_item
-
     sync, source = _load(ctx)
-    folder = _folder(source)
+    connector = _connect(source)
     known = {
         key: (marker, sha, document_id, deleted_at is None, removed_at)
         for key, marker, sha, document_id, deleted_at, removed_at in SourceItem.objects.filter(
@@ -137,8 +132,8 @@ def sync_compare(ctx: StageContext) -> None:
             plan.append([key, UNCHANGED, marker])
         else:
             try:
-                same = hash_item(folder, key) == old[1]
-            except (OSError, FolderRefused):
+                same = connector.digest(key) == old[1]
+            except (OSError, Refused):
                 continue  # gone (or turned into a link out) since the listing: next sync sees it
             plan.append([key, UNCHANGED if same else CHANGED, marker])
             if same:
@@ -172,7 +167,7 @@ def planned_counts(plan: list[list[str]], *, found: int) -> dict[str, int]:
 def sync_apply(ctx: StageContext) -> None:
     """Stage ``apply``: each planned item once, from the checkpoint on."""
     sync, source = _load(ctx)
-    folder = _folder(source)
+    connector = _connect(source)
     todo = [entry for entry in sync.plan if entry[1] != UNCHANGED]
     start = int(ctx.checkpoint.get("next", 0))
     if not todo:
@@ -182,9 +177,9 @@ def sync_apply(ctx: StageContext) -> None:
         ctx.check()
         key, action = todo[index][0], todo[index][1]
         if action in (NEW, CHANGED):
-            _apply_upload(ctx, sync, source, folder, key)
+            _apply_upload(ctx, sync, source, connector, key)
         elif action == REMOVED:
-            _apply_removal(ctx, sync, source, folder, key)
+            _apply_removal(ctx, sync, source, connector, key)
         elif action == FAILED:
             code, message = LISTING_FAILURES[todo[index][2]]
             with ctx.write():
@@ -196,46 +191,44 @@ def sync_apply(ctx: StageContext) -> None:
             pass
 
 
-def _apply_upload(ctx: StageContext, sync: SourceSync, source: Source, folder: Path, key: str) -> None:
+def _apply_upload(
+    ctx: StageContext, sync: SourceSync, source: Source, connector: Connector, key: str
+) -> None:
     """A new document of the item, or a new version of its document, with its item row."""
-    try:
-        path = item_path(folder, key)
-        marker = marker_of(path.stat())
-    except FolderRefused as refused:
-        with ctx.write():
-            _record_failure(sync, source, key, refused.code, refused.message)
-        return
-    except OSError:
-        return  # gone since the listing: the next sync removes it
     item = SourceItem.objects.select_related("document").filter(source=source, key=key).first()
-    document: Document | None = None
-    if item is not None and item.document is not None and item.document.deleted_at is None:
-        if item.marker == marker and item.removed_at is None:
-            return  # applied already (this sync, interrupted after the item's commit, or since)
-        document = item.document
-    action = CHANGED if document is not None else NEW
-
-    def recorded(result: UploadResult) -> None:
-        _hold_lease(ctx)
-        _record(sync, source, key, marker, result, action)
-
     try:
-        with path.open("rb") as handle:
+        with connector.fetch(key) as fetched:
+            marker = fetched.marker
+            document: Document | None = None
+            if item is not None and item.document is not None and item.document.deleted_at is None:
+                if item.marker == marker and item.removed_at is None:
+                    return  # applied already (this sync, interrupted after the item's commit, or since)
+                document = item.document
+            action = CHANGED if document is not None else NEW
+
+            def recorded(result: UploadResult) -> None:
+                _hold_lease(ctx)
+                _record(sync, source, key, marker, result, action)
+
             result = document_upload(
                 tenant=source.tenant,
-                data=handle,
-                filename=path.name,
+                data=fetched.stream,
+                filename=fetched.filename,
                 user=source.created_by,
                 document=document,
                 collection=source.collection if document is None else None,
                 recorded=recorded,
             )
+    except Refused as refused:
+        with ctx.write():
+            _record_failure(sync, source, key, refused.code, refused.message)
+        return
     except UploadRejected as refused:
         with ctx.write():
             _record_failure(sync, source, key, str(refused.code), str(refused.message))
         return
     except OSError:
-        return  # gone while it was read: the next sync sees it
+        return  # gone since the listing, or while it was read: the next sync sees it
     if result.duplicate:  # the published version has these bytes already: only the marker moved
         with ctx.write():
             _record(sync, source, key, marker, result, UNCHANGED)
@@ -278,9 +271,11 @@ def _record_failure(sync: SourceSync, source: Source, key: str, code: str, messa
     )
 
 
-def _apply_removal(ctx: StageContext, sync: SourceSync, source: Source, folder: Path, key: str) -> None:
+def _apply_removal(
+    ctx: StageContext, sync: SourceSync, source: Source, connector: Connector, key: str
+) -> None:
     """The item's document deleted (with its audit record), or kept and the item marked removed."""
-    if (folder / key).exists():
+    if connector.exists(key):
         return  # back since the listing: the next sync compares it again
     with ctx.write():
         # The item row is the lock: a second run of this sync finds it applied and stops here.

@@ -64,6 +64,17 @@ def test_an_admin_creates_lists_changes_and_removes_a_folder_source(alice, allow
     assert_error(alice.client.get(f"/api/sources/{source['id']}"), 404, "not_found")
 
 
+def test_a_kind_without_secrets_refuses_credentials_and_an_unknown_kind_is_a_400(alice, allowed):
+    make_admin(alice)
+    response = create(alice, allowed / "handbook", credentials={"token": "s3cr3t-value"})
+    assert_error(response, 400, "invalid_credentials")
+    assert "s3cr3t-value" not in response.content.decode()
+    assert_error(create(alice, allowed / "handbook", kind="gopher"), 400, "invalid")
+    assert not Source.objects.exists()
+    made = create(alice, allowed / "handbook").json()
+    assert made["has_credentials"] is False and "credentials" not in made
+
+
 def test_a_member_reads_sources_but_only_an_admin_manages_them(alice, make_caller, allowed):
     make_admin(alice)
     source = create(alice, allowed / "handbook").json()
