@@ -29,7 +29,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from documents.admin_access import make_admins, remove_admins
-from documents.admin_base import ReadOnlyAdmin
+from documents.admin_base import ReadOnlyAdmin, WorkspaceFilter
 from documents.kinds import INGEST as KIND
 from documents.kinds import REINDEX as REINDEX_KIND
 from documents.models import (
@@ -338,7 +338,7 @@ class DocumentAdmin(ReadOnlyAdmin):
         "created_at",
         "deleted_at",
     )
-    list_filter = ("tenant",)
+    list_filter = (("tenant", WorkspaceFilter),)
     list_select_related = ("tenant", "published_version", "collection")
     search_fields = ("=id", "title", "tenant__slug")
     inlines = (VersionInline,)
@@ -434,7 +434,7 @@ class CollectionAdmin(ReadOnlyAdmin):
     document through the delete service), so the raw admin delete stays off."""
 
     list_display = ("name", "id", "tenant", "is_default", "documents", "created_at")
-    list_filter = ("tenant", "is_default")
+    list_filter = (("tenant", WorkspaceFilter), "is_default")
     list_select_related = ("tenant",)
     search_fields = ("=id", "name", "tenant__slug")
     fields = (
@@ -550,7 +550,7 @@ class DeletionAdmin(ReadOnlyAdmin):
         "rows_removed",
         "files_removed",
     )
-    list_filter = ("tenant", "via")
+    list_filter = (("tenant", WorkspaceFilter), "via")
     list_select_related = ("tenant",)
     search_fields = ("=document_id", "requested_by_name")
     fields = (*list_display, "version_ids")
@@ -570,7 +570,7 @@ class DeletionAdmin(ReadOnlyAdmin):
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(ReadOnlyAdmin):
     list_display = ("url", "tenant", "events", "enabled", "disabled_reason", "created_at")
-    list_filter = ("enabled", "tenant")
+    list_filter = ("enabled", ("tenant", WorkspaceFilter))
     list_select_related = ("tenant",)
     search_fields = ("url", "tenant__slug")
     fields = (

@@ -14,7 +14,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from documents.admin_base import ReadOnlyAdmin
+from documents.admin_base import ReadOnlyAdmin, WorkspaceFilter
 from documents.models import AccessChange, Document, Membership, Tenant, WorkspaceGroup
 from documents.principals import Viewer
 from documents.services.access import AccessInputError
@@ -73,7 +73,7 @@ class WorkspaceGroupAdmin(admin.ModelAdmin):
 
     form = WorkspaceGroupForm
     list_display = ("name", "tenant", "member_count", "created_at")
-    list_filter = ("tenant",)
+    list_filter = (("tenant", WorkspaceFilter),)
     list_select_related = ("tenant",)
     search_fields = ("name", "tenant__slug")
 
@@ -139,7 +139,7 @@ class AccessChangeAdmin(ReadOnlyAdmin):
         "before",
         "after",
     )
-    list_filter = ("tenant", "subject_type")
+    list_filter = (("tenant", WorkspaceFilter), "subject_type")
     list_select_related = ("tenant",)
     search_fields = ("=subject_id", "subject_name", "changed_by_name")
     date_hierarchy = "changed_at"

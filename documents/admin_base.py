@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.http import HttpRequest
+
+if TYPE_CHECKING:
+    from django.utils.functional import _StrOrPromise
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -19,3 +22,18 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class WorkspaceFilter(admin.RelatedFieldListFilter):
+    """The sidebar's "by workspace" filter, listing only the workspaces whose rows the staff
+    member may see (all with ``documents.view_all_documents``, else their own): the names of
+    the others are not shown."""
+
+    def field_choices(
+        self, field: Any, request: HttpRequest, model_admin: Any
+    ) -> list[tuple[str, _StrOrPromise]]:
+        from documents.models import Tenant
+        from documents.visibility import staff_rows
+
+        visible = staff_rows(request.user, Tenant.objects.all(), tenant="pk").order_by("name")
+        return [(str(tenant.pk), str(tenant)) for tenant in visible]

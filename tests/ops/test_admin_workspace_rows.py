@@ -251,3 +251,18 @@ def test_view_all_documents_and_superusers_see_every_workspace_row(rows):
         assert all(str(r.pk) in runs for r in rows["runs"].values())
     assert LabelledQuerySet.objects.count() == 2 and WebhookMessage.objects.count() == 3
     assert Document.objects.filter(deleted_at__isnull=False).count() == 3
+
+
+def test_the_workspace_filter_lists_only_the_workspaces_a_staff_member_may_see(rows):
+    """The sidebar's "by workspace" filter names no workspace whose rows the staff member may
+    not see (with one workspace left it is not shown at all); with ``view_all_documents`` it
+    lists them all."""
+    acme, globex = Tenant.objects.get(slug="acme"), Tenant.objects.get(slug="globex")
+    carol = staff("carol", workspace="acme")
+    auditor = staff("ada", workspace=None, view_all=True)
+    pages = ("deletion_changelist", "accesschange_changelist", "webhookendpoint_changelist")
+    for name in pages:
+        mine = page(carol, url(name))[2]
+        assert f"tenant__id__exact={globex.pk}" not in mine, name
+        every = page(auditor, url(name))[2]
+        assert f"tenant__id__exact={acme.pk}" in every and f"tenant__id__exact={globex.pk}" in every, name
