@@ -11,7 +11,12 @@ which every machine of a deployment reads and writes:
 - ``STORAGE_S3_ACCESS_KEY_ID`` and ``STORAGE_S3_SECRET_ACCESS_KEY``, or neither (boto3's own
   chain then: instance role, ``AWS_*`` variables, shared config);
 - ``STORAGE_S3_MEMORY_BYTES``: a stored file read back (sandbox input, download) is held in
-  memory up to this size and spilled to a temporary file past it (default 2 MiB).
+  memory up to this size and spilled to a temporary file past it (default 2 MiB);
+- ``STORAGE_S3_TIMEOUT``: seconds to connect and between bytes of an answer (default 10), with
+  ``STORAGE_S3_ATTEMPTS`` tries per request (default 3): a storage that stops answering fails a
+  request within about a minute instead of holding a worker (and the row it locked) for many.
+
+``manage.py check --deploy`` asks the bucket once (documents.E020 when it does not answer).
 
 The keys go only to the storage's options; Django's error reports hide settings whose names hold
 ``KEY`` or ``SECRET``, and nothing here logs them.
@@ -68,7 +73,27 @@ def storages_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
         # 0 would keep a whole file in memory while it is read (a 50 MB upload, per reader).
         "max_memory_size": int(environ.get("STORAGE_S3_MEMORY_BYTES", 2 * 1024 * 1024)),
     }
+    options["client_config"] = client_config(environ)
     if access_key:
         options["access_key"] = access_key
         options["secret_key"] = secret_key
     return {"default": {"BACKEND": S3_BACKEND, "OPTIONS": options}, "staticfiles": STATICFILES}
+
+
+def client_config(environ: Mapping[str, str]) -> Any:
+    """boto3's client settings: bounded waits and retries (``STORAGE_S3_TIMEOUT``, ``..._ATTEMPTS``)."""
+    from botocore.config import Config
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        timeout = float(environ.get("STORAGE_S3_TIMEOUT", "") or 10)
+        attempts = int(environ.get("STORAGE_S3_ATTEMPTS", "") or 3)
+    except ValueError:
+        raise ImproperlyConfigured("STORAGE_S3_TIMEOUT and STORAGE_S3_ATTEMPTS are numbers") from None
+    if not 0 < timeout <= 600 or not 1 <= attempts <= 10:
+        raise ImproperlyConfigured("STORAGE_S3_TIMEOUT is 0-600 seconds and STORAGE_S3_ATTEMPTS 1-10")
+    return Config(
+        connect_timeout=timeout,
+        read_timeout=timeout,
+        retries={"max_attempts": attempts, "mode": "standard"},
+    )

@@ -115,3 +115,31 @@ def check_search_scale(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
     except (DatabaseError, RuntimeError):  # RuntimeError: a test that allows no database
         return []
     return [Warning(message, id="documents.W001") for message in advice]
+
+
+@register(deploy=True)
+def check_object_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """With ``STORAGE_BACKEND=s3``, ``manage.py check --deploy`` asks the bucket once: a wrong
+    endpoint, bucket or key is found before the first upload fails (the words name the bucket
+    and the error code only, no key)."""
+    from django.core.files.storage import default_storage
+
+    storage: Any = default_storage
+    bucket = getattr(storage, "bucket_name", None)
+    if bucket is None:
+        return []
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        storage.connection.meta.client.head_bucket(Bucket=bucket)
+    except ClientError as error:
+        code = str(error.response.get("Error", {}).get("Code", "unknown"))
+        return [_storage_error(f"the storage bucket {bucket!r} answered {code}")]
+    except BotoCoreError as error:
+        return [_storage_error(f"the storage bucket {bucket!r} cannot be reached ({type(error).__name__})")]
+    return []
+
+
+def _storage_error(message: str) -> Error:
+    hint = "Check STORAGE_S3_ENDPOINT_URL, STORAGE_S3_BUCKET and the keys (config/object_storage.py)."
+    return Error(message, hint=hint, id="documents.E020")

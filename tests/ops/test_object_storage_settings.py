@@ -106,3 +106,42 @@ def test_seaweedfs_refuses_a_request_signed_with_the_wrong_key(seaweed: Any, s3_
         seaweed.client(secret_key="not-the-key").get_object(Bucket=s3_bucket, Key="a")
 
     assert refused.value.response["Error"]["Code"] in {"SignatureDoesNotMatch", "AccessDenied"}
+
+
+def test_requests_to_the_bucket_wait_and_retry_a_bounded_time() -> None:
+    config = storages_from_env(S3_ENV)["default"]["OPTIONS"]["client_config"]
+    assert (config.connect_timeout, config.read_timeout) == (10.0, 10.0)
+    assert config.retries == {"max_attempts": 3, "mode": "standard"}
+
+    tuned = storages_from_env({**S3_ENV, "STORAGE_S3_TIMEOUT": "2.5", "STORAGE_S3_ATTEMPTS": "1"})
+    config = tuned["default"]["OPTIONS"]["client_config"]
+    assert (config.connect_timeout, config.retries["max_attempts"]) == (2.5, 1)
+    for bad in ({"STORAGE_S3_TIMEOUT": "soon"}, {"STORAGE_S3_TIMEOUT": "0"}, {"STORAGE_S3_ATTEMPTS": "99"}):
+        with pytest.raises(ImproperlyConfigured):
+            storages_from_env({**S3_ENV, **bad})
+
+
+def _storage_errors() -> list[Any]:
+    from django.core.checks import run_checks
+
+    return [m for m in run_checks(include_deployment_checks=True) if m.id == "documents.E020"]
+
+
+@pytest.mark.slow
+def test_check_deploy_asks_the_bucket(seaweed: Any, s3_bucket: str, settings: Any) -> None:
+    env = seaweed.env(s3_bucket)
+    settings.STORAGES = storages_from_env(env)
+    assert _storage_errors() == []
+
+    settings.STORAGES = storages_from_env({**env, "STORAGE_S3_BUCKET": "no-such-bucket-here"})
+    [missing] = _storage_errors()
+    assert "no-such-bucket-here" in missing.msg
+
+    settings.STORAGES = storages_from_env({**env, "STORAGE_S3_SECRET_ACCESS_KEY": "not-the-key"})
+    [refused] = _storage_errors()
+    assert "not-the-key" not in refused.msg and env["STORAGE_S3_ACCESS_KEY_ID"] not in refused.msg
+
+    closed = {**env, "STORAGE_S3_ENDPOINT_URL": "http://127.0.0.1:9", "STORAGE_S3_TIMEOUT": "2"}
+    settings.STORAGES = storages_from_env({**closed, "STORAGE_S3_ATTEMPTS": "1"})
+    [unreachable] = _storage_errors()
+    assert "cannot be reached" in unreachable.msg
