@@ -13,6 +13,9 @@ cannot be reached (or refuses the keys) while a stage runs fails the sync with
 ``bucket_unavailable``; refusals name no host or key other than what the user gave.
 """
 
+# long-module: a bucket kind's whole contract in one place: its settings and keys checked for the
+# API's 400s, the endpoint rules, and the connector with its S3 error mapping (per item or the sync).
+
 from __future__ import annotations
 
 import re

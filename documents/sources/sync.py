@@ -15,6 +15,9 @@ marker is the current one) and applies the rest once; the checkpoint only says w
 When the job finishes, ``documents/sources/finish.py`` records the counts and the batch.
 """
 
+# long-module: the three stages share the item-row bookkeeping that makes a sync resumable; split,
+# each would carry a copy of the lease and record helpers.
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
