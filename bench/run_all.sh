@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every benchmark of bench/ in sequence (about 35 minutes, of which permissions.py building its
-# 1M-chunk PostgreSQL data takes about 10 on an idle machine; with --quick about 10).
+# 1M-chunk PostgreSQL data takes about 10 on an idle machine, plus source_resync.py's first sync of
+# 10,000 objects, roughly an hour of ingestion on 2 cores; with --quick (1,000 objects) about 20).
 # Each prints its figures, its baseline measured in the same run and PASS/MISS verdicts; a MISS
 # does not fail this script, a benchmark that crashes does. Logs and JSON go to $BENCH_OUT
 # (default: a new /tmp/bench-results-* directory). Extra arguments (e.g. --quick) go to every script.
@@ -21,7 +22,7 @@ ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
   echo "uptime:   $(uptime)"
 } | tee "$OUT/machine.txt"
 
-SCRIPTS="engine_throughput overhead status_endpoint sse_fanout reaper_audit_queries metrics_scrape memory recovery_times permissions embed_speed"
+SCRIPTS="engine_throughput overhead status_endpoint sse_fanout reaper_audit_queries metrics_scrape memory recovery_times permissions embed_speed source_resync"
 failed=""
 for name in $SCRIPTS; do
   echo

@@ -374,6 +374,17 @@ METRICS_ALLOWED_IPS = [a.strip() for a in os.environ.get("METRICS_ALLOWED_IPS", 
 SOURCES_ALLOWED_ROOTS = [
     p for p in os.environ.get("SOURCES_ALLOWED_ROOTS", "").split(os.pathsep) if p.strip()
 ]
+# S3-compatible bucket sources (docs/sources.md, "S3-compatible buckets"): an endpoint must be
+# https unless SOURCES_S3_ALLOW_HTTP is set, and must not resolve to a private, loopback or
+# link-local address unless SOURCES_S3_ALLOW_PRIVATE is set (a MinIO or SeaweedFS on the
+# operator's own network); checked when a source is made or changed and again at each sync.
+SOURCES_S3_ALLOW_HTTP = env_bool("SOURCES_S3_ALLOW_HTTP")
+SOURCES_S3_ALLOW_PRIVATE = env_bool("SOURCES_S3_ALLOW_PRIVATE")
+# Seconds to connect to a bucket's endpoint and to wait for each answer, and the attempts of one
+# request (so a dead endpoint fails a sync instead of holding a worker).
+SOURCES_S3_CONNECT_TIMEOUT = env_float("SOURCES_S3_CONNECT_TIMEOUT", 5)
+SOURCES_S3_READ_TIMEOUT = env_float("SOURCES_S3_READ_TIMEOUT", 30)
+SOURCES_S3_MAX_ATTEMPTS = env_int("SOURCES_S3_MAX_ATTEMPTS", 3)
 DOCUMENTS_MAX_UPLOAD_BYTES = env_int("DOCUMENTS_MAX_UPLOAD_BYTES", 50 * 1024 * 1024)
 # The request body limit, checked before authentication (config/body_limit.py, documents/uploads.py):
 # the upload limit plus room for the multipart envelope and form fields.

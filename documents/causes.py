@@ -235,6 +235,17 @@ FOLDER_UNAVAILABLE = Cause(
     user_retryable=True,
     rule=RetryRule(max_attempts=1),
 )
+BUCKET_UNAVAILABLE = Cause(
+    "bucket_unavailable",
+    _(
+        "The source's bucket could not be reached, or it refused the source's credentials. "
+        "Check the endpoint, the bucket and the keys, then sync again."
+    ),
+    UserAction.CONTACT_OPERATOR,
+    transient=False,
+    user_retryable=True,
+    rule=RetryRule(max_attempts=1),
+)
 SYNC_RUNNING = Cause(
     "sync_running",
     _("Another sync of this source is running. Retry this one when it has finished."),

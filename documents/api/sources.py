@@ -31,6 +31,7 @@ ADMIN_ERRORS = {**ERRORS, 403: _error("Only a workspace admin manages sources")}
 CONFIG_HELP = (
     'The kind\'s settings, checked by the kind (docs/sources.md): folder: {"path": an absolute folder '
     "path under a root the operator allows}."
+    ' s3: {"endpoint", "region", "bucket", "prefix"}.'
 )
 CREDENTIALS_HELP = (
     "The kind's secrets (write-only: stored encrypted, never returned). On a change, a secret left "

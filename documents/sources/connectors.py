@@ -55,11 +55,16 @@ class Listed:
 class Fetched:
     """One item's bytes, ready for the upload service: a readable binary stream, the marker the
     item had when it was read (taken before the bytes, so a change during the read shows as a new
-    marker next sync) and the file name the document gets."""
+    marker next sync) and the file name the document gets.
+
+    ``access``: the access list the source's own metadata gives the item (principal keys, as the
+    API takes them), or ``None`` when it gives none (a new document then inherits its
+    collection's list, a changed one keeps its list)."""
 
     stream: IO[bytes]
     marker: str
     filename: str
+    access: list[str] | None = None
 
 
 class Connector(Protocol):

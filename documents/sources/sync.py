@@ -15,6 +15,9 @@ marker is the current one) and applies the rest once; the checkpoint only says w
 When the job finishes, ``documents/sources/finish.py`` records the counts and the batch.
 """
 
+# long-module: the three stages share the item-row bookkeeping that makes a sync resumable; split,
+# each would carry a copy of the lease and record helpers.
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -25,6 +28,8 @@ from django.utils import timezone
 from documents.causes import SOURCE_GONE, SYNC_RUNNING
 from documents.engines.validation import UploadRejected
 from documents.models import Document
+from documents.principals import Viewer
+from documents.services.access import AccessInputError, check_principals, documents_access_set
 from documents.services.delete import document_delete
 from documents.services.upload import UploadResult, document_upload
 from documents.sources.connectors import LISTING_FAILURES, Connector, Listed, Refused
@@ -205,9 +210,12 @@ def _apply_upload(
                     return  # applied already (this sync, interrupted after the item's commit, or since)
                 document = item.document
             action = CHANGED if document is not None else NEW
+            access = check_principals(source.tenant, fetched.access) if fetched.access is not None else None
 
             def recorded(result: UploadResult) -> None:
                 _hold_lease(ctx)
+                if document is not None:
+                    _set_access(source, result.document, access)
                 _record(sync, source, key, marker, result, action)
 
             result = document_upload(
@@ -217,8 +225,13 @@ def _apply_upload(
                 user=source.created_by,
                 document=document,
                 collection=source.collection if document is None else None,
+                access=access if document is None else None,
                 recorded=recorded,
             )
+    except AccessInputError as refused:  # the item's access metadata names no principal of ours
+        with ctx.write():
+            _record_failure(sync, source, key, refused.code, str(refused.message))
+        return
     except Refused as refused:
         with ctx.write():
             _record_failure(sync, source, key, refused.code, refused.message)
@@ -231,7 +244,20 @@ def _apply_upload(
         return  # gone since the listing, or while it was read: the next sync sees it
     if result.duplicate:  # the published version has these bytes already: only the marker moved
         with ctx.write():
+            _set_access(source, result.document, access)
             _record(sync, source, key, marker, result, UNCHANGED)
+
+
+def _set_access(source: Source, document: Document, access: list[str] | None) -> None:
+    """The document's own list as the item's metadata gives it now (``None``: it gives none, the
+    list stays), through the access service (grants and audit record), inside the caller's
+    transaction. Recorded as changed by the source's creator."""
+    if access is None or document.access == access:
+        return
+    system = Viewer(tenant_id=source.tenant_id, user_id=None, keys=(), is_admin=True)
+    documents_access_set(
+        viewer=system, documents=[document], inherit=False, principals=access, user=source.created_by
+    )
 
 
 def _record(
