@@ -86,6 +86,11 @@ def settled(job_id: Any) -> bool:
     return not Job.objects.filter(kind=INGEST).exclude(status__in=FINISHED).exists()
 
 
+def heartbeat_since(job_id: Any, since: Any) -> bool:
+    beat = Job.objects.get(pk=job_id).heartbeat_at
+    return beat is not None and beat >= since
+
+
 def assert_converged(tenant: Tenant, source: Source, processes: Processes) -> None:
     """Every file exactly one live document with one ready version; one item row each."""
     documents = Document.objects.filter(tenant=tenant)
@@ -175,7 +180,7 @@ def test_a_cancelled_sync_stops_at_its_next_safe_point_and_a_later_sync_converge
     # The worker learns of the cancel with its next heartbeat; two of them since make sure the
     # first one's answer has reached the stage before the read in progress goes on.
     wait_for(
-        lambda: Job.objects.get(pk=sync.job_id).heartbeat_at >= asked + timedelta(seconds=0.5),
+        lambda: heartbeat_since(sync.job_id, asked + timedelta(seconds=0.5)),
         timeout=30,
         what="the worker's heartbeats since the cancel",
     )
