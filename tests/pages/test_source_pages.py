@@ -38,10 +38,15 @@ def test_an_admin_syncs_now_and_follows_the_progress_line_to_the_counts(alice: M
     assert alice.client.post(f"/sources/{source.pk}/sync").status_code == 303
     running = alice.client.get(f"/sources/{source.pk}/").content.decode()
     assert 'http-equiv="refresh"' in running and "state-queued" in running
+    # The script follows the stream; only a page without scripts reloads itself.
+    assert f'data-events="/api/sources/{source.pk}/events"' in running and "source_live.js" in running
+    assert '<noscript><meta http-equiv="refresh"' in running
     run_until_idle(SourceSync.objects.get(source=source).job_id)
     done = alice.client.get(f"/sources/{source.pk}/").content.decode()
     assert 'http-equiv="refresh"' not in done and "state-ready" in done
-    assert "<dt>new</dt><dd>2</dd>" in done and "<dt>failed</dt><dd>1</dd>" in done
+    assert '<dt>new</dt><dd data-count="new">2</dd>' in done
+    assert '<dt>failed</dt><dd data-count="failed">1</dd>' in done
+    assert "source_live.js" not in done
     assert "empty.txt" in done and "file_empty" in done
 
 
