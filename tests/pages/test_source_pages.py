@@ -60,3 +60,15 @@ def test_a_member_sees_no_sync_button_and_cannot_sync(alice: Member, source: Any
 def test_another_workspaces_source_is_not_found(bob: Member, source: Any):
     assert bob.client.get(f"/sources/{source.pk}/").status_code == 404
     assert "Handbook" not in bob.client.get("/sources/").content.decode()
+
+
+def test_a_cron_schedule_and_its_next_run_are_on_the_page(alice: Member, source: Any):
+    from documents.sources.schedules import next_run
+    from documents.sources.services import source_update
+
+    source = source_update(source=source, schedule_cron="0 3 * * 1-5")
+    page = alice.client.get(f"/sources/{source.pk}/").content.decode()
+    upcoming = next_run(source)
+    assert upcoming is not None and (upcoming.hour, upcoming.minute) == (3, 0)
+    assert "<code>0 3 * * 1-5</code>" in page
+    assert f"<dd>{upcoming:%Y-%m-%d %H:%M}</dd>" in page
