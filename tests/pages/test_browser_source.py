@@ -15,13 +15,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connections
 
-from documents.sources.services import sync_start
+from documents.sources.services import source_update, sync_start
 from jobs.executor import run_stage
 from jobs.services.worker import job_claim
 from tests.conftest import Processes
 from tests.documents.helpers import run_until_idle
 from tests.documents.source_helpers import folder_source, write
-from tests.pages.browser import DESKTOP, Platform, free_port, log_in, screenshot, server_env
+from tests.pages.browser import DESKTOP, SCREENSHOTS, Platform, free_port, log_in, screenshot, server_env
 from tests.pages.helpers import PASSWORD, Member
 
 pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
@@ -84,6 +84,7 @@ def test_the_source_page_follows_a_sync_to_ready_without_reloading(
         write(tmp_path / "handbook", "page-2.txt", "Page two, rewritten: the word avocet.\n")
         (tmp_path / "handbook" / "empty.txt").write_bytes(b"")
         run_until_idle(sync_start(source=source).sync.job_id)
+        source_update(source=source, schedule_cron="*/30 * * * *")
         page.reload()
         expect(page.locator('[data-field="failures"]')).to_contain_text("empty.txt")
         expect(page.locator('[data-count="changed"]')).to_have_text("1")
@@ -98,6 +99,10 @@ def test_the_source_page_follows_a_sync_to_ready_without_reloading(
         admin.click("input[type=submit]")
         admin.goto(f"{web.url}/admin/documents/source/")
         expect(admin.locator("#result_list")).to_contain_text("Handbook")
-        screenshot(admin, "admin-sources")
+        expect(admin.locator("#result_list")).to_contain_text("*/30 * * * *")
+        admin.click("#toggle-nav-sidebar")  # the list's every column in view
+        admin.set_viewport_size({"width": 1920, "height": 600})
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        admin.screenshot(path=str(SCREENSHOTS / "admin-sources-desktop.png"), full_page=True)
     finally:
         context.close()
