@@ -66,6 +66,14 @@ class SourceIn(StrictIn):
     schedule_minutes = serializers.IntegerField(
         required=False, allow_null=True, help_text="Sync every N minutes (1-44640); empty: only when asked."
     )
+    schedule_cron = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=200,
+        help_text="Sync at the times of a 5-field cron expression (server time zone), instead of "
+        "schedule_minutes; empty: none.",
+    )
 
 
 class SourcePatchIn(StrictIn):
@@ -74,6 +82,7 @@ class SourcePatchIn(StrictIn):
     credentials = _credentials_field()
     on_removal = serializers.ChoiceField(choices=Source.OnRemoval.values, required=False)
     schedule_minutes = serializers.IntegerField(required=False, allow_null=True)
+    schedule_cron = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=200)
 
 
 class SyncCountsOut(serializers.Serializer[Any]):
@@ -119,6 +128,7 @@ class SourceOut(serializers.Serializer[Any]):
     has_credentials = serializers.BooleanField(help_text="Whether secrets are stored (never shown).")
     on_removal = serializers.CharField()
     schedule_minutes = serializers.IntegerField(allow_null=True)
+    schedule_cron = serializers.CharField(allow_null=True)
     next_sync_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
     last_sync = SyncOut(allow_null=True)
@@ -170,6 +180,7 @@ class SourcesView(SourceViewBase):
                 credentials=dict(data.get("credentials") or {}),
                 on_removal=data["on_removal"],
                 schedule_minutes=data.get("schedule_minutes"),
+                schedule_cron=data.get("schedule_cron"),
                 user=request.user,
             )
         except SourceRefused as refused:

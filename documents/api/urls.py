@@ -11,6 +11,7 @@ from documents.api import (
     evaluation,
     inspection,
     reindex,
+    source_events,
     sources,
     sse,
     views,
@@ -102,6 +103,9 @@ urlpatterns = [
     re_path(r"^sources/?$", sources.SourcesView.as_view(), name="api-sources"),
     re_path(r"^sources/(?P<source_id>[^/]+)/?$", sources.SourceView.as_view(), name="api-source"),
     re_path(r"^sources/(?P<source_id>[^/]+)/sync/?$", sources.SourceSyncView.as_view()),
+    re_path(
+        r"^sources/(?P<source_id>[^/]+)/events/?$", source_events.source_events, name="api-source-events"
+    ),
     re_path(r"^reindex/?$", reindex.ReindexView.as_view(), name="api-reindex"),
     re_path(r"^reindex/(?P<job_id>[^/]+)/?$", reindex.ReindexJobView.as_view(), name="api-reindex-job"),
     re_path(r"^reindex/(?P<job_id>[^/]+)/cancel/?$", reindex.ReindexCancelView.as_view()),

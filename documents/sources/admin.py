@@ -15,6 +15,7 @@ from django.utils.html import format_html
 
 from documents.kinds import SYNC
 from documents.sources.models import Source
+from documents.sources.schedules import next_run
 from documents.sources.selectors import last_sync, sync_out
 from documents.sources.services import SourceRefused, sync_start
 from jobs.admin.registry import register_subject_labels, register_subject_links
@@ -23,7 +24,17 @@ from jobs.models import Actor, Job
 
 @admin.register(Source)
 class SourceAdmin(admin.ModelAdmin):
-    list_display = ("name", "tenant", "collection", "kind", "path", "schedule_minutes", "last_sync_state")
+    list_display = (
+        "name",
+        "tenant",
+        "collection",
+        "kind",
+        "path",
+        "schedule_minutes",
+        "schedule_cron",
+        "next_sync",
+        "last_sync_state",
+    )
     list_filter = ("kind", "tenant")
     search_fields = ("name",)
     actions = ["sync_now"]
@@ -35,6 +46,8 @@ class SourceAdmin(admin.ModelAdmin):
         "config",
         "on_removal",
         "schedule_minutes",
+        "schedule_cron",
+        "next_sync",
         "created_by",
         "created_at",
         "last_sync_state",
@@ -59,6 +72,10 @@ class SourceAdmin(admin.ModelAdmin):
     @admin.display(description="folder")
     def path(self, obj: Source) -> str:
         return str(obj.config.get("path", ""))
+
+    @admin.display(description="next run")
+    def next_sync(self, obj: Source) -> Any:
+        return next_run(obj) or "—"
 
     @admin.display(description="last sync")
     def last_sync_state(self, obj: Source) -> str:

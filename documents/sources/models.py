@@ -40,8 +40,10 @@ class Source(models.Model):
     # when it has none. Never shown, logged or sent.
     credentials = models.TextField(blank=True, default="", editable=False)
     on_removal = models.CharField(max_length=10, choices=OnRemoval.choices, default=OnRemoval.DELETE)
-    # Sync every N minutes; empty: only when asked.
+    # Sync every N minutes, or at the times of a 5-field cron expression (at most one of the two);
+    # neither: only when asked.
     schedule_minutes = models.PositiveIntegerField(null=True, blank=True)
+    schedule_cron = models.CharField(max_length=100, blank=True, default="")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -1,12 +1,15 @@
 """Scheduled syncs through django-q2's scheduler: one ``Schedule`` row per source with a
 schedule, named after it, running :func:`documents.sources.tasks.sync_scheduled` every N
-minutes. A scheduled sync is started like "sync now": when one is still running, nothing new."""
+minutes (``MINUTES``) or at the times of the source's cron expression (``CRON``, the
+scheduler computes each next run with croniter in the server's time zone). A scheduled sync is
+started like "sync now": when one is still running, nothing new."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
 
+from croniter import croniter
 from django.utils import timezone
 from django_q.models import Schedule
 
@@ -19,25 +22,47 @@ def schedule_name(source_id: Any) -> str:
     return f"source-sync-{source_id}"
 
 
+def next_cron_time(expression: str) -> datetime:
+    """The next time of a cron expression after now, in the server's time zone (as the
+    scheduler computes it)."""
+    next_time: datetime = croniter(expression, timezone.localtime()).get_next(datetime)
+    return next_time
+
+
 def schedule_save(source: Source) -> None:
-    """Create, change or remove the source's schedule to match its ``schedule_minutes``."""
-    if not source.schedule_minutes:
+    """Create, change or remove the source's schedule to match its ``schedule_minutes`` or
+    ``schedule_cron``."""
+    minutes, cron = source.schedule_minutes, source.schedule_cron
+    if not minutes and not cron:
         schedule_remove(source.pk)
         return
-    minutes = source.schedule_minutes
     existing = Schedule.objects.filter(name=schedule_name(source.pk)).first()
-    if existing is not None and existing.minutes == minutes:
-        return
+    if cron:
+        if existing is not None and existing.schedule_type == Schedule.CRON and existing.cron == cron:
+            return
+        timing = {
+            "schedule_type": Schedule.CRON,
+            "cron": cron,
+            "minutes": None,
+            "next_run": next_cron_time(cron),
+        }
+    else:
+        assert minutes is not None
+        if (
+            existing is not None
+            and existing.schedule_type == Schedule.MINUTES
+            and existing.minutes == minutes
+        ):
+            return
+        timing = {
+            "schedule_type": Schedule.MINUTES,
+            "cron": None,
+            "minutes": minutes,
+            "next_run": timezone.now() + timedelta(minutes=minutes),
+        }
     Schedule.objects.update_or_create(
         name=schedule_name(source.pk),
-        defaults={
-            "func": TASK,
-            "args": repr(str(source.pk)),
-            "schedule_type": Schedule.MINUTES,
-            "minutes": minutes,
-            "repeats": -1,
-            "next_run": timezone.now() + timedelta(minutes=minutes),
-        },
+        defaults={"func": TASK, "args": repr(str(source.pk)), "repeats": -1, **timing},
     )
 
 
@@ -47,6 +72,6 @@ def schedule_remove(source_id: Any) -> None:
 
 def next_run(source: Source) -> datetime | None:
     """When the scheduler starts the source's next sync (None: no schedule)."""
-    if not source.schedule_minutes:
+    if not source.schedule_minutes and not source.schedule_cron:
         return None
     return Schedule.objects.filter(name=schedule_name(source.pk)).values_list("next_run", flat=True).first()

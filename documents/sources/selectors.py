@@ -85,6 +85,7 @@ def source_out(source: Source) -> dict[str, Any]:
         "has_credentials": bool(source.credentials),
         "on_removal": source.on_removal,
         "schedule_minutes": source.schedule_minutes,
+        "schedule_cron": source.schedule_cron or None,
         "next_sync_at": upcoming.isoformat() if upcoming else None,
         "created_at": source.created_at.isoformat(),
         "last_sync": sync_out(sync) if sync is not None else None,

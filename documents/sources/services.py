@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from croniter import croniter
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext_noop
@@ -86,6 +87,34 @@ def _check_schedule(minutes: Any) -> int | None:
     return minutes
 
 
+def _check_cron(expression: Any) -> str:
+    """A 5-field cron expression as stored ("" for none), checked with croniter."""
+    if expression is None or expression == "":
+        return ""
+    text = " ".join(str(expression).split()) if isinstance(expression, str) else ""
+    if len(text.split(" ")) != 5 or len(text) > 100 or not croniter.is_valid(text):
+        raise SourceRefused(
+            400,
+            "invalid_schedule",
+            gettext_noop(
+                "The cron schedule is five fields (minute hour day-of-month month day-of-week), "
+                "such as 0 3 * * 1-5, or empty."
+            ),
+            "schedule_cron",
+        )
+    return text
+
+
+def _check_one_schedule(minutes: int | None, cron: str) -> None:
+    if minutes and cron:
+        raise SourceRefused(
+            400,
+            "invalid_schedule",
+            gettext_noop("Give either schedule_minutes or schedule_cron, not both (set the other empty)."),
+            "schedule_cron",
+        )
+
+
 def _check_on_removal(value: Any) -> str:
     if value not in Source.OnRemoval.values:
         raise SourceRefused(
@@ -104,6 +133,7 @@ def source_create(
     credentials: dict[str, Any] | None = None,
     on_removal: str = Source.OnRemoval.DELETE,
     schedule_minutes: int | None = None,
+    schedule_cron: str | None = None,
     user: Any = None,
 ) -> Source:
     """A new source of ``collection`` (of ``tenant``); nothing is synced until asked or scheduled."""
@@ -115,7 +145,9 @@ def source_create(
         "credentials": check_credentials(kind, credentials),
         "on_removal": _check_on_removal(on_removal),
         "schedule_minutes": _check_schedule(schedule_minutes),
+        "schedule_cron": _check_cron(schedule_cron),
     }
+    _check_one_schedule(_check_schedule(schedule_minutes), _check_cron(schedule_cron))
 
     with transaction.atomic():
         source = Source.objects.create(
@@ -148,11 +180,19 @@ def source_update(*, source: Source, **changes: Any) -> Source:
         fields["on_removal"] = _check_on_removal(changes["on_removal"])
     if "schedule_minutes" in changes:
         fields["schedule_minutes"] = _check_schedule(changes["schedule_minutes"])
-    if fields:
+    if "schedule_cron" in changes:
+        fields["schedule_cron"] = _check_cron(changes["schedule_cron"])
+    _check_one_schedule(
+        fields.get("schedule_minutes", source.schedule_minutes),
+        fields.get("schedule_cron", source.schedule_cron),
+    )
+    if not fields:
+        return source
+    with transaction.atomic():
         Source.objects.filter(pk=source.pk).update(**fields)
         source.refresh_from_db()
-    if "schedule_minutes" in fields:
-        schedule_save(source)  # the scheduler's row commits with the source
+        if "schedule_minutes" in fields or "schedule_cron" in fields:
+            schedule_save(source)  # the scheduler's row commits with the source
     return source
 
 

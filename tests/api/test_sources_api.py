@@ -181,3 +181,76 @@ def test_two_concurrent_sync_now_calls_make_one_sync(alice, allowed):
         assert SourceSync.objects.filter(finished_at=None).count() == 1
         drive(SourceSync.objects.get(finished_at=None).job_id)
     assert SourceSync.objects.count() == 3
+
+
+def _cron_row(source_id: str) -> Any:
+    from django_q.models import Schedule
+
+    from documents.sources.schedules import schedule_name
+
+    return Schedule.objects.filter(name=schedule_name(source_id)).first()
+
+
+def _next_times(expression: str) -> set[Any]:
+    """The cron's next time as of now (and a moment later: the minute may turn meanwhile)."""
+    from datetime import datetime, timedelta
+
+    from croniter import croniter
+    from django.utils import timezone
+
+    now = timezone.localtime()
+    return {croniter(expression, at).get_next(datetime) for at in (now - timedelta(seconds=5), now)}
+
+
+def test_a_cron_schedule_is_a_q2_cron_schedule_changed_and_removed_with_the_source(alice, allowed):
+    from django_q.models import Schedule
+
+    make_admin(alice)
+    before = _next_times("0 3 * * 1-5")
+    response = create(alice, allowed / "handbook", schedule_cron="0 3  * * 1-5")
+    assert response.status_code == 201, response.content
+    source = response.json()
+    assert (source["schedule_cron"], source["schedule_minutes"]) == ("0 3 * * 1-5", None)
+    row = _cron_row(source["id"])
+    assert (row.schedule_type, row.cron, row.func) == (
+        Schedule.CRON,
+        "0 3 * * 1-5",
+        "documents.sources.tasks.sync_scheduled",
+    )
+    assert row.next_run in before | _next_times("0 3 * * 1-5")
+    assert source["next_sync_at"] == row.next_run.isoformat()
+
+    url = f"/api/sources/{source['id']}"
+    changed = alice.client.patch(url, {"schedule_cron": "30 22 1 * *"}, format="json")
+    assert changed.status_code == 200, changed.content
+    row = _cron_row(source["id"])
+    assert row.cron == "30 22 1 * *" and row.next_run in _next_times("30 22 1 * *")
+    # To minutes: the cron is cleared in the same change; the row becomes a MINUTES one.
+    to_minutes = alice.client.patch(url, {"schedule_cron": "", "schedule_minutes": 45}, format="json")
+    assert to_minutes.status_code == 200, to_minutes.content
+    row = _cron_row(source["id"])
+    assert (row.schedule_type, row.minutes, row.cron) == (Schedule.MINUTES, 45, None)
+    back = alice.client.patch(url, {"schedule_cron": "*/10 * * * *", "schedule_minutes": None}, format="json")
+    assert back.status_code == 200 and _cron_row(source["id"]).schedule_type == Schedule.CRON
+    removed = alice.client.patch(url, {"schedule_cron": None}, format="json")
+    assert removed.status_code == 200 and removed.json()["next_sync_at"] is None
+    assert _cron_row(source["id"]) is None
+    assert Source.objects.get(pk=source["id"]).schedule_cron == ""
+
+
+def test_a_bad_cron_or_both_schedules_are_a_400_naming_the_field(alice, allowed):
+    make_admin(alice)
+    for bad in ("0 3 * *", "61 * * * *", "every day", "0 3 * * * *", "@daily", 5):
+        error = assert_error(create(alice, allowed / "handbook", schedule_cron=bad), 400, "invalid_schedule")
+        assert error["detail"] == {"field": "schedule_cron"}, (bad, error)
+    both = create(alice, allowed / "handbook", schedule_cron="0 3 * * *", schedule_minutes=60)
+    assert assert_error(both, 400, "invalid_schedule")["detail"] == {"field": "schedule_cron"}
+    assert not Source.objects.exists()
+    source = create(alice, allowed / "handbook", schedule_minutes=60).json()
+    # Adding a cron while minutes are set: refused, nothing changed.
+    refused = alice.client.patch(
+        f"/api/sources/{source['id']}", {"schedule_cron": "0 3 * * *"}, format="json"
+    )
+    assert assert_error(refused, 400, "invalid_schedule")["detail"] == {"field": "schedule_cron"}
+    assert _cron_row(source["id"]).minutes == 60
+    assert Source.objects.get(pk=source["id"]).schedule_cron == ""

@@ -268,3 +268,48 @@ def test_a_failed_sync_retried_opens_again_only_while_no_other_sync_runs(root, s
     settings.SOURCES_ALLOWED_ROOTS = []
     with pytest.raises(SourceRefused):
         sync_start(source=source)
+
+
+@pytest.mark.django_db(transaction=True)  # q2's scheduler closes old connections first
+def test_a_due_cron_schedule_starts_a_sync_through_the_scheduler_or_none_while_one_runs(root):
+    from datetime import datetime
+
+    from croniter import croniter
+    from django_q.brokers import get_broker
+    from django_q.models import Schedule
+    from django_q.scheduler import scheduler
+    from django_q.signing import SignedPackage
+
+    from documents.sources.schedules import TASK, schedule_name
+    from documents.sources.tasks import sync_scheduled
+
+    tenant = make_tenant()
+    source = folder_source(tenant, root, schedule_cron="*/5 * * * *")
+    row = Schedule.objects.get(name=schedule_name(source.pk))
+    assert row.schedule_type == Schedule.CRON
+    broker = get_broker()
+    broker.purge_queue()
+
+    def run_due() -> list[str]:
+        """The q2 scheduler's pass over due schedules, then each task it queued, as a worker runs it."""
+        Schedule.objects.filter(pk=row.pk).update(next_run=timezone.now() - timedelta(minutes=1))
+        scheduler(broker=broker)
+        answers = []
+        while queued := broker.dequeue():
+            for task_id, payload in queued:
+                task = SignedPackage.loads(payload)
+                if task["func"] == TASK:  # the platform's other schedules and dispatches are not ours
+                    answers.append(sync_scheduled(*task["args"]))
+                broker.acknowledge(task_id)
+        return answers
+
+    assert run_due() == ["started"]
+    next_run = Schedule.objects.get(pk=row.pk).next_run
+    assert next_run == croniter("*/5 * * * *", next_run - timedelta(minutes=5)).get_next(datetime)
+    assert next_run > timezone.now()
+    # The sync it started still runs: the next due run starts none.
+    assert run_due() == ["running"]
+    assert SourceSync.objects.filter(source=source).count() == 1
+    run_until_idle(SourceSync.objects.get(source=source).job_id)
+    assert run_due() == ["started"]
+    assert SourceSync.objects.filter(source=source).count() == 2

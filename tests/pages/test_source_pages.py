@@ -38,10 +38,15 @@ def test_an_admin_syncs_now_and_follows_the_progress_line_to_the_counts(alice: M
     assert alice.client.post(f"/sources/{source.pk}/sync").status_code == 303
     running = alice.client.get(f"/sources/{source.pk}/").content.decode()
     assert 'http-equiv="refresh"' in running and "state-queued" in running
+    # The script follows the stream; only a page without scripts reloads itself.
+    assert f'data-events="/api/sources/{source.pk}/events"' in running and "source_live.js" in running
+    assert '<noscript><meta http-equiv="refresh"' in running
     run_until_idle(SourceSync.objects.get(source=source).job_id)
     done = alice.client.get(f"/sources/{source.pk}/").content.decode()
     assert 'http-equiv="refresh"' not in done and "state-ready" in done
-    assert "<dt>new</dt><dd>2</dd>" in done and "<dt>failed</dt><dd>1</dd>" in done
+    assert '<dt>new</dt><dd data-count="new">2</dd>' in done
+    assert '<dt>failed</dt><dd data-count="failed">1</dd>' in done
+    assert "source_live.js" not in done
     assert "empty.txt" in done and "file_empty" in done
 
 
@@ -55,3 +60,15 @@ def test_a_member_sees_no_sync_button_and_cannot_sync(alice: Member, source: Any
 def test_another_workspaces_source_is_not_found(bob: Member, source: Any):
     assert bob.client.get(f"/sources/{source.pk}/").status_code == 404
     assert "Handbook" not in bob.client.get("/sources/").content.decode()
+
+
+def test_a_cron_schedule_and_its_next_run_are_on_the_page(alice: Member, source: Any):
+    from documents.sources.schedules import next_run
+    from documents.sources.services import source_update
+
+    source = source_update(source=source, schedule_cron="0 3 * * 1-5")
+    page = alice.client.get(f"/sources/{source.pk}/").content.decode()
+    upcoming = next_run(source)
+    assert upcoming is not None and (upcoming.hour, upcoming.minute) == (3, 0)
+    assert "<code>0 3 * * 1-5</code>" in page
+    assert f"<dd>{upcoming:%Y-%m-%d %H:%M}</dd>" in page

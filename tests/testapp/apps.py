@@ -7,6 +7,7 @@ class TestAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from tests.testapp import pipelines
+        from tests.testapp import pipelines, sources
 
         pipelines.register_all()
+        sources.install()
