@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from django.utils.translation import gettext_noop
 
-from documents.sources import folder
+from documents.sources import folder, web
 from documents.sources.connectors import Refused, SourceKind
 
-KINDS: dict[str, SourceKind] = {kind.kind: kind for kind in (folder.KIND,)}
+KINDS: dict[str, SourceKind] = {kind.kind: kind for kind in (folder.KIND, web.KIND)}
 
 
 def kind_of(name: str) -> SourceKind:
