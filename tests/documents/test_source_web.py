@@ -18,8 +18,10 @@ from documents.sources.models import Source, SourceItem, SourceSync
 from documents.sources.services import SourceRefused, source_create, sync_start
 from documents.sources.web import filename_for
 from documents.sources.webfetch import canonical
-from jobs.models import Job, JobEvent, Status
-from tests.documents.helpers import found_versions, make_tenant, run_until_idle, top_hit
+from jobs.models import Actor, Job, JobEvent, Status
+from jobs.services.lifecycle import job_cancel
+from tests.conftest import wait_for
+from tests.documents.helpers import JobThread, found_versions, make_tenant, run_until_idle, top_hit
 from tests.documents.source_helpers import sync
 from tests.documents.web_site import Page, Site, html, serve
 
@@ -323,6 +325,32 @@ def test_credentials_are_in_no_response_log_event_or_error(site, caplog):
         *(str(s.listing) + str(s.plan) for s in SourceSync.objects.all()),
     ]
     assert records and not any(TOKEN in text for text in records)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_during_compare_stops_before_the_next_page_is_read(site, settings):
+    settings.JOBS_HEARTBEAT_SECONDS = 0.1
+    site.pages["/"] = Page(html("/p1", "/p2", "/p3", "/p4"))
+    for n in range(1, 5):
+        site.pages[f"/p{n}"] = Page(f"Page {n}: first words.", "text/plain")
+    tenant = make_tenant()
+    source = web_source(tenant, site)
+    sync(source)
+    for n in range(1, 5):
+        site.pages[f"/p{n}"] = Page(f"Page {n}: other words.", "text/plain")
+    site.hold_from = len(site.requests) + 6  # the listing (robots.txt and five pages) goes through
+    job_id = sync_start(source=source).sync.job_id
+    worker = JobThread(job_id)
+    worker.start()
+    wait_for(lambda: len(site.requests) > (site.hold_from or 0), what="the compare's first read")
+    job_cancel(job_id=job_id, actor=Actor.USER, actor_name="test", reason="test")
+    time.sleep(1)  # the worker's heartbeats (every 0.1 s) see the cancel
+    site.release.set()
+    worker.finish()
+    assert Job.objects.get(pk=job_id).status == Status.CANCELLED
+    # The page being read when the cancel came was the last one: not every changed page.
+    compared = [r.path for r in site.requests[site.hold_from :] if r.path != "/robots.txt"]
+    assert compared == ["/p1"]
 
 
 @pytest.mark.parametrize(

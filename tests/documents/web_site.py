@@ -42,6 +42,9 @@ class Site(ThreadingHTTPServer):
         self.requests: list[Request] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        # Requests from this index on wait for ``release`` before they are answered.
+        self.hold_from: int | None = None
+        self.release = threading.Event()
 
     @property
     def root(self) -> str:
@@ -70,7 +73,10 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         with self.server.lock:
             self.server.requests.append(Request(self.path, headers))
+            held = self.server.hold_from is not None and len(self.server.requests) > self.server.hold_from
             page = self.server.pages.get(self.path)
+        if held:
+            self.server.release.wait(60)
         if page is None:
             page = Page("not here", "text/plain", status=404)
         if page.hang:
