@@ -386,6 +386,22 @@ SOURCES_S3_CONNECT_TIMEOUT = env_float("SOURCES_S3_CONNECT_TIMEOUT", 5)
 SOURCES_S3_READ_TIMEOUT = env_float("SOURCES_S3_READ_TIMEOUT", 30)
 SOURCES_S3_MAX_ATTEMPTS = env_int("SOURCES_S3_MAX_ATTEMPTS", 3)
 DOCUMENTS_MAX_UPLOAD_BYTES = env_int("DOCUMENTS_MAX_UPLOAD_BYTES", 50 * 1024 * 1024)
+# Web sources (docs/sources.md, "Web sites"): a site must be on the public internet unless its
+# addresses lie in one of these networks (comma-separated, e.g. "10.20.0.0/16,192.168.5.7/32"),
+# checked at every request and redirect like webhook targets (WEBHOOK_ALLOW_PRIVATE does not apply).
+SOURCES_WEB_ALLOWED_NETWORKS = [
+    n.strip() for n in os.environ.get("SOURCES_WEB_ALLOWED_NETWORKS", "").split(",") if n.strip()
+]
+# Seconds one request of a web source may take in all (resolving, connecting, every redirect hop,
+# the whole answer), and one listing (the crawl or the sitemap): keep it under the sync stage's
+# no-progress deadline of 300 seconds.
+SOURCES_WEB_TIMEOUT = env_float("SOURCES_WEB_TIMEOUT", 20)
+SOURCES_WEB_LISTING_TIMEOUT = env_float("SOURCES_WEB_LISTING_TIMEOUT", 240)
+# The most a web source's "page_limit" and "max_depth" may be, and the most bytes one page may
+# have (the upload limit applies too).
+SOURCES_WEB_MAX_PAGES = env_int("SOURCES_WEB_MAX_PAGES", 1000)
+SOURCES_WEB_MAX_DEPTH = env_int("SOURCES_WEB_MAX_DEPTH", 10)
+SOURCES_WEB_MAX_PAGE_BYTES = env_int("SOURCES_WEB_MAX_PAGE_BYTES", 10 * 1024 * 1024)
 # The request body limit, checked before authentication (config/body_limit.py, documents/uploads.py):
 # the upload limit plus room for the multipart envelope and form fields.
 REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", DOCUMENTS_MAX_UPLOAD_BYTES + 1024 * 1024)

@@ -246,6 +246,17 @@ BUCKET_UNAVAILABLE = Cause(
     user_retryable=True,
     rule=RetryRule(max_attempts=1),
 )
+WEB_UNAVAILABLE = Cause(
+    "web_unavailable",
+    _(
+        "The source's web site could not be read: its start page, sitemap or robots.txt did not "
+        "answer, or its address is no longer allowed. Nothing was changed; sync again later."
+    ),
+    UserAction.CONTACT_OPERATOR,
+    transient=False,
+    user_retryable=True,
+    rule=RetryRule(max_attempts=1),
+)
 SYNC_RUNNING = Cause(
     "sync_running",
     _("Another sync of this source is running. Retry this one when it has finished."),

@@ -30,12 +30,14 @@ ADMIN_ERRORS = {**ERRORS, 403: _error("Only a workspace admin manages sources")}
 
 CONFIG_HELP = (
     'The kind\'s settings, checked by the kind (docs/sources.md): folder: {"path": an absolute folder '
-    "path under a root the operator allows}."
-    ' s3: {"endpoint", "region", "bucket", "prefix"}.'
+    'path under a root the operator allows}; s3: {"endpoint", "region", "bucket", "prefix"}; web: '
+    '{"start_urls": [URLs of one site]} or {"sitemap": a URL}, with "max_depth", "page_limit" and '
+    '"include_prefix" (a path starting with /).'
 )
 CREDENTIALS_HELP = (
-    "The kind's secrets (write-only: stored encrypted, never returned). On a change, a secret left "
-    "out keeps its stored value."
+    "The kind's secrets (write-only: stored encrypted, never returned); s3: access_key_id and "
+    "secret_access_key; web: bearer_token, or "
+    "header_name with header_value. On a change, a secret left out keeps its stored value."
 )
 
 

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from documents.causes import BUCKET_UNAVAILABLE, FOLDER_UNAVAILABLE, SOURCE_GONE, SYNC_RUNNING
+from documents.causes import (
+    BUCKET_UNAVAILABLE,
+    FOLDER_UNAVAILABLE,
+    SOURCE_GONE,
+    SYNC_RUNNING,
+    WEB_UNAVAILABLE,
+)
 from documents.kinds import SYNC
 from jobs import pipelines
 from jobs.errors import _ as _
@@ -59,7 +65,7 @@ PIPELINE = Pipeline(
         Stage("apply", _apply, weight=70, label=_("Applying"), unit="items", deadline=300),
     ),
     on_finish=_finished,
-    causes=(SOURCE_GONE, FOLDER_UNAVAILABLE, BUCKET_UNAVAILABLE, SYNC_RUNNING),
+    causes=(SOURCE_GONE, FOLDER_UNAVAILABLE, BUCKET_UNAVAILABLE, WEB_UNAVAILABLE, SYNC_RUNNING),
 )
 
 

@@ -69,9 +69,11 @@ class SourceAdmin(admin.ModelAdmin):
     def has_sync_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("documents.change_source"))
 
-    @admin.display(description="folder")
+    @admin.display(description="folder or site")
     def path(self, obj: Source) -> str:
-        return str(obj.config.get("path", ""))
+        config = obj.config or {}
+        starts = config.get("start_urls") or [""]
+        return str(config.get("path") or config.get("sitemap") or starts[0])
 
     @admin.display(description="next run")
     def next_sync(self, obj: Source) -> Any:

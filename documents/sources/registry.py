@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from django.utils.translation import gettext_noop
 
-from documents.sources import folder, s3
+from documents.sources import folder, s3, web
 from documents.sources.connectors import Refused, SourceKind
 
-KINDS: dict[str, SourceKind] = {kind.kind: kind for kind in (folder.KIND, s3.KIND)}
+KINDS: dict[str, SourceKind] = {kind.kind: kind for kind in (folder.KIND, s3.KIND, web.KIND)}
 
 
 def kind_of(name: str) -> SourceKind:

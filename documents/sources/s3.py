@@ -29,6 +29,7 @@ from django.conf import settings
 from django.utils.translation import gettext_noop
 
 from documents.causes import BUCKET_UNAVAILABLE
+from documents.outbound import TargetRefused, is_public, resolve
 from documents.sources.connectors import (
     MAX_KEY_LENGTH,
     READ_CHUNK,
@@ -38,7 +39,6 @@ from documents.sources.connectors import (
     SourceKind,
     sha256_of,
 )
-from documents.webhooks.delivery import TargetRefused, _public, resolve
 from jobs.errors import StageFailure
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def check_endpoint(endpoint: str) -> str:
                 gettext_noop("The endpoint's host could not be resolved."),
                 "endpoint",
             )
-        if not addresses or not all(_public(address) for address in addresses):
+        if not addresses or not all(is_public(address) for address in addresses):
             _invalid(
                 "endpoint_not_allowed",
                 gettext_noop(

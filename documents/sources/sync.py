@@ -136,6 +136,10 @@ def sync_compare(ctx: StageContext) -> None:
         elif old[0] == marker and old[4] is None:
             plan.append([key, UNCHANGED, marker])
         else:
+            # A digest reads the item (over the network, for a web page): each is a safe point and
+            # counts as progress, so a slow source never looks stuck nor outlives a cancel.
+            ctx.check()
+            ctx.progress(done, total)
             try:
                 same = connector.digest(key) == old[1]
             except (OSError, Refused):

@@ -17,29 +17,25 @@ endpoint with a notice.
 
 from __future__ import annotations
 
-import concurrent.futures
-import ipaddress
 import json
 import logging
-import os
-import socket
 import time
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
 from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
-from django.utils.translation import gettext_noop
 from django_q.tasks import async_task
 from standardwebhooks.webhooks import Webhook
 
 from documents.credentials import SecretUnreadable
 from documents.limiter import DatabaseLimiter
 from documents.models import WebhookAttempt, WebhookEndpoint, WebhookMessage
+from documents.outbound import TargetRefused, check_url, is_public, pinned
 from jobs.broker import enqueue_broker
 from jobs.errors import StageFailure
 
@@ -53,93 +49,18 @@ PENDING = WebhookMessage.State.PENDING
 # At most WEBHOOK_MAX_CONCURRENCY deliveries send at once, counted across every process and
 # machine (the delivery workers are their own q2 cluster: they never hold a worker of the jobs).
 SLOTS = "webhooks"
-# Host names are resolved in a few threads of each process, so a resolver that never answers costs
-# a request (or a delivery) WEBHOOK_RESOLVE_TIMEOUT at most; a lookup still hung when its time is
-# up keeps its thread, and once every thread is hung new lookups wait in line and time out too.
-_resolvers: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
-
-
-def _resolver_pool() -> concurrent.futures.ThreadPoolExecutor:
-    # One per process: a pool inherited through fork has threads that no longer exist.
-    pid = os.getpid()
-    if pid not in _resolvers:
-        _resolvers.clear()
-        _resolvers[pid] = concurrent.futures.ThreadPoolExecutor(
-            max_workers=4, thread_name_prefix="webhook-dns"
-        )
-    return _resolvers[pid]
-
-
-class TargetRefused(Exception):
-    """A webhook URL we will not send to; ``reason`` is safe to show to its owner."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-# NAT64 with the well-known prefix (the IPv4 address is the last 32 bits), and IPv4-compatible
-# addresses (deprecated, ``::a.b.c.d``): judged by the IPv4 address they carry.
-_NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
-_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
-# Refused outright: local-use NAT64 (where the IPv4 address sits depends on the operator's prefix
-# length) and Teredo (a tunnel to whatever its obfuscated client address is).
-_REFUSED_V6 = (ipaddress.ip_network("64:ff9b:1::/48"), ipaddress.ip_network("2001::/32"))
-
-
-def _public(address: str) -> bool:
-    """Whether ``address`` is on the public internet, judging an IPv6 address that carries an IPv4
-    one (mapped, IPv4-compatible, NAT64, 6to4) by that IPv4 address."""
-    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        if any(ip in network for network in _REFUSED_V6):
-            return False
-        if ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
-        elif ip.sixtofour is not None:
-            ip = ip.sixtofour
-        elif ip in _NAT64_WELL_KNOWN or (ip in _IPV4_COMPATIBLE and int(ip) > 0xFFFF):
-            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return ip.is_global and not ip.is_multicast
-
-
-def resolve(host: str, port: int, timeout: float) -> list[str]:
-    """The addresses of ``host`` (without duplicates), or :class:`TargetRefused` when it does not
-    resolve within ``timeout`` seconds."""
-    lookup = _resolver_pool().submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
-    try:
-        found = lookup.result(timeout=timeout)
-    except concurrent.futures.TimeoutError:
-        lookup.cancel()
-        raise TargetRefused(gettext_noop("The URL's host did not resolve in time.")) from None
-    except (OSError, ValueError, UnicodeError):
-        raise TargetRefused(gettext_noop("The URL's host could not be resolved.")) from None
-    return list(dict.fromkeys(str(info[4][0]) for info in found))
 
 
 def check_target(url: str, timeout: float | None = None) -> list[str]:
-    """The addresses ``url`` resolves to, all of them allowed; :class:`TargetRefused` otherwise
-    (also when resolving takes longer than ``timeout``, by default ``WEBHOOK_RESOLVE_TIMEOUT``)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise TargetRefused(gettext_noop("The URL must start with http:// or https:// and name a host."))
-    if parts.username or parts.password:
-        raise TargetRefused(gettext_noop("The URL must not contain a user name or password."))
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise TargetRefused(gettext_noop("The URL's host could not be resolved.")) from None
+    """The addresses ``url`` resolves to, all of them allowed (public, or any with
+    ``WEBHOOK_ALLOW_PRIVATE``); :class:`TargetRefused` otherwise (also when resolving takes longer
+    than ``timeout``, by default ``WEBHOOK_RESOLVE_TIMEOUT``). The rules: ``documents/outbound.py``."""
     limit = (
         settings.WEBHOOK_RESOLVE_TIMEOUT
         if timeout is None
         else min(timeout, settings.WEBHOOK_RESOLVE_TIMEOUT)
     )
-    addresses = resolve(parts.hostname, port, limit)
-    if not settings.WEBHOOK_ALLOW_PRIVATE and not all(_public(a) for a in addresses):
-        raise TargetRefused(
-            gettext_noop("The URL points to a private, loopback or link-local address, which is not allowed.")
-        )
-    return addresses
+    return check_url(url, limit, lambda address: settings.WEBHOOK_ALLOW_PRIVATE or is_public(address))
 
 
 def retry_schedule() -> list[float]:
@@ -248,11 +169,7 @@ def send(endpoint: WebhookEndpoint, message: WebhookMessage) -> tuple[int | None
     except TargetRefused as exc:
         return None, exc.reason
     parts = urlsplit(endpoint.url)
-    port = parts.port
-    pinned = f"[{address}]" if ":" in address else address
-    target = urlunsplit(
-        (parts.scheme, f"{pinned}:{port}" if port else pinned, parts.path or "/", parts.query, "")
-    )
+    target = pinned(endpoint.url, address)
     body = json.dumps(message.payload, separators=(",", ":"), ensure_ascii=False)
     try:
         signed = signed_headers(endpoint, message, body)
