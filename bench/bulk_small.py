@@ -123,7 +123,7 @@ def plain_worker(paths: list[str], barrier: Any, queue: Any) -> None:
     index.prepare(embedder.name, embedder.dimension)
     chunks_done = 0
     barrier.wait()
-    started = time.time()
+    started, cpu = time.time(), time.process_time()
     for name in paths:
         path = Path(name)
         data = path.read_bytes()
@@ -179,7 +179,15 @@ def plain_worker(paths: list[str], barrier: Any, queue: Any) -> None:
             ]
             insert_rows(IndexEntry, ENTRY_FIELDS, entries)
         chunks_done += len(chunks)
-    queue.put({"started": started, "ended": time.time(), "docs": len(paths), "chunks": chunks_done})
+    queue.put(
+        {
+            "started": started,
+            "ended": time.time(),
+            "cpu_s": time.process_time() - cpu,
+            "docs": len(paths),
+            "chunks": chunks_done,
+        }
+    )
 
 
 def plain_child(files: list[str]) -> dict[str, Any]:
@@ -210,6 +218,7 @@ def plain_child(files: list[str]) -> dict[str, Any]:
         "wall_s": ended - started,
         "docs_per_s": docs / (ended - started),
         "per_process_s": [r["ended"] - r["started"] for r in results],
+        "cpu_s": sum(r["cpu_s"] for r in results),
     }
 
 
@@ -249,6 +258,19 @@ def stats_child() -> dict[str, Any]:
 
 
 # --- the platform ------------------------------------------------------------------------------
+
+
+def group_cpu(pgid: int) -> float:
+    """CPU seconds of the processes in process group ``pgid`` (their own and their reaped
+    children's: the sandbox children, started in sessions of their own, are reaped by a worker)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid:
+                total += sum(int(f) for f in fields[11:15])
+    return total / ticks
 
 
 def free_port() -> int:
@@ -407,7 +429,9 @@ def platform_run(
         client.throttled, client.queue_full, client.waited_s = 0, 0, 0.0
         say(f"  [{backend}] platform: uploading {len(paths)} files, {args.batch_files} a batch ...")
         profiler = start_profiler(args, children, cluster, backend)
+        cpu = {"workers": group_cpu(cluster.pid), "web": group_cpu(web.pid)}
         bulk = upload_all(client, paths, args.batch_files)
+        bulk["cpu_s"] = {k: group_cpu(p.pid) - cpu[k] for k, p in (("workers", cluster), ("web", web))}
         if profiler is not None:  # py-spy writes its file at SIGINT
             os.kill(profiler.pid, signal.SIGINT)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -538,6 +562,13 @@ def main() -> int:
                 f"[{backend}] backpressure: {bulk['throttled_429']} x 429 throttled, "
                 f"{bulk['queue_full_refusals']} files refused for a full queue "
                 f"(max_queued_jobs {platform['quota']['max_queued_jobs']}), {bulk['waited_s']:.1f} s waited"
+            )
+            cpu = bulk["cpu_s"]
+            say(
+                f"[{backend}] CPU per document: plain {plain['cpu_s'] / docs:.3f} s; platform cluster "
+                f"{cpu['workers'] / docs:.3f} s + web server {cpu['web'] / docs:.3f} s "
+                "(CPU ratio plain / platform "
+                f"{plain['cpu_s'] / (cpu['workers'] + cpu['web']):.2f}: if both had the cores alone)"
             )
             stats = platform["stats"]
             say(
