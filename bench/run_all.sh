@@ -22,7 +22,7 @@ ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
   echo "uptime:   $(uptime)"
 } | tee "$OUT/machine.txt"
 
-SCRIPTS="engine_throughput overhead status_endpoint sse_fanout reaper_audit_queries metrics_scrape memory recovery_times permissions embed_speed source_resync"
+SCRIPTS="engine_throughput overhead status_endpoint sse_fanout reaper_audit_queries metrics_scrape memory recovery_times permissions embed_speed source_resync bulk_small"
 failed=""
 for name in $SCRIPTS; do
   echo

@@ -262,8 +262,11 @@ REST_FRAMEWORK: dict[str, Any] = {
     # Rates of documents/throttles.py (per user and per client address), counted in the shared
     # "throttle" cache; "n/second|minute|hour|day".
     "DEFAULT_THROTTLE_RATES": {
-        "upload_user": os.environ.get("THROTTLE_UPLOAD_USER", "60/min"),
-        "upload_ip": os.environ.get("THROTTLE_UPLOAD_IP", "120/min"),
+        # A batch counts one per file: the upload rate must hold a batch of the most files (100)
+        # and keep up with the workers on small files; the queue quota (max_queued_jobs) is what
+        # holds uploads back to the workers' pace.
+        "upload_user": os.environ.get("THROTTLE_UPLOAD_USER", "600/min"),
+        "upload_ip": os.environ.get("THROTTLE_UPLOAD_IP", "1200/min"),
         "search_user": os.environ.get("THROTTLE_SEARCH_USER", "120/min"),
         "search_ip": os.environ.get("THROTTLE_SEARCH_IP", "240/min"),
         # Registering or changing webhook endpoints (each resolves the URL's host).

@@ -139,6 +139,20 @@ def throttle_charge(request: Request, view: APIView, throttles: list[type[BaseTh
         raise Throttled(wait=throttle.wait())
 
 
+def most_at_once(throttles: list[type[BaseThrottle]]) -> int | None:
+    """The most requests one charge of ``throttles`` can ever hold: the smallest count of their
+    rates in force (None: no rate). A request that costs more than this never fits, however long
+    its client waits, so it is refused as too large rather than told to retry later."""
+    counts = []
+    for throttle_class in throttles:
+        throttle = throttle_class()
+        if isinstance(throttle, _Scoped) and throttle.rate is not None:
+            num_requests, _ = throttle.parse_rate(throttle.rate)
+            if num_requests is not None:
+                counts.append(num_requests)
+    return min(counts) if counts else None
+
+
 def page_throttled(request: HttpRequest, throttles: list[type[BaseThrottle]]) -> bool:
     """Whether a page request (upload form, search page) is over one of the API's rates: the
     pages count in the same counters, so they are no way around the API's throttles."""

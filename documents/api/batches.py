@@ -21,7 +21,7 @@ from documents.services.access import AccessInputError, check_principals
 from documents.services.batches import Upload, batch_cancel, batch_create, batch_items, file_counts
 from documents.services.collections import collection_of
 from documents.texts import Text
-from documents.throttles import UPLOAD_THROTTLES, throttle_charge
+from documents.throttles import UPLOAD_THROTTLES, most_at_once, throttle_charge
 
 MAX_FILES = 100
 
@@ -72,8 +72,10 @@ class BatchesView(TenantView):
             raise ApiError(
                 400, "no_files", gettext_noop("Send one or more files, each in a field named 'files'.")
             )
-        if len(uploads) > MAX_FILES:
-            message = Text(gettext_noop("Send at most %(count)s files per batch."), count=MAX_FILES)
+        # A batch costs one upload per file: one larger than the upload rate would never fit.
+        most = min(MAX_FILES, most_at_once(UPLOAD_THROTTLES) or MAX_FILES)
+        if len(uploads) > most:
+            message = Text(gettext_noop("Send at most %(count)s files per batch."), count=most)
             raise ApiError(400, "too_many_files", message)
         # the request counted once already; each further file is one more upload
         throttle_charge(request, self, UPLOAD_THROTTLES, len(uploads) - 1)

@@ -5,14 +5,19 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-
-from PIL import Image, ImageOps
+from typing import TYPE_CHECKING
 
 from documents.causes import CORRUPT_INPUT, UNSUPPORTED_INPUT
 from documents.engines.limits import ParseLimits
 from documents.parsers import FileKind, Kind, Parser
 from documents.parsers.pages import ParsedDocument, ParsedPage, StrPath
 from jobs.errors import StageFailure
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+# Pillow is imported where an image is read (as PDFium in pdf.py): a text file's sandbox child
+# need not load it.
 
 MAX_IMAGE_PIXELS = 80_000_000
 _IMAGE_FORMATS = ["PNG", "JPEG", "TIFF"]
@@ -22,6 +27,8 @@ _IMAGE_ERRORS = (OSError, SyntaxError, ValueError, EOFError)
 
 @contextmanager
 def _open_image(path: StrPath) -> Iterator[Image.Image]:
+    from PIL import Image
+
     with open(path, "rb") as file:  # outside the try: a missing file is not a corrupt upload
         try:
             # Pillow only warns between its own pixel limit and twice that; make it an error here.
@@ -79,6 +86,8 @@ def render_image_page(path: StrPath, page_number: int) -> Image.Image:
         if not 1 <= page_number <= frames:
             raise ValueError(f"page {page_number} is outside 1..{frames}")
         _select_frame(image, page_number)
+        from PIL import ImageOps
+
         return ImageOps.exif_transpose(image).convert("L")
 
 

@@ -7,10 +7,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-
-import pypdfium2 as pdfium
-import pypdfium2.raw as pdfium_raw
-from PIL import Image
+from typing import TYPE_CHECKING
 
 from documents.causes import CORRUPT_INPUT, EMPTY_INPUT, ENCRYPTED_INPUT
 from documents.engines.limits import PAGE_TOO_LARGE, ParseLimits
@@ -19,12 +16,22 @@ from documents.parsers.markup import paragraph_blocks
 from documents.parsers.pages import ParsedDocument, ParsedPage, StrPath
 from jobs.errors import StageFailure
 
+if TYPE_CHECKING:
+    import pypdfium2 as pdfium
+    from PIL import Image
+
+# PDFium and Pillow are imported where a PDF is read: the sandbox child starts afresh for every
+# document and imports the parsers, and a text file's child need not load them (bench/README.md,
+# "Bulk small documents").
+
 _PDFIUM_PASSWORD = 4
 _PDFIUM_SECURITY = 5  # an encryption scheme PDFium does not support
 
 
 @contextmanager
 def _open_pdf(path: StrPath) -> Iterator[pdfium.PdfDocument]:
+    import pypdfium2 as pdfium
+
     try:
         pdf = pdfium.PdfDocument(os.fspath(path))
     except pdfium.PdfiumError as exc:
@@ -46,6 +53,8 @@ def _pdf_load_failure(path: StrPath, exc: pdfium.PdfiumError) -> StageFailure:
 
 
 def _pdf_opens_without_pages(path: StrPath) -> bool:
+    import pypdfium2.raw as pdfium_raw
+
     handle = pdfium_raw.FPDF_LoadDocument(os.fsencode(path) + b"\0", None)
     if not handle:  # a real load failure, which sets PDFium's error code afresh
         return False
@@ -88,6 +97,9 @@ def iter_pdf_pages(path: StrPath, start: int = 0) -> Iterator[ParsedPage]:
 
 def _pdf_page_content(pdf: pdfium.PdfDocument, index: int) -> tuple[str, bool]:
     """The page's text layer and whether anything at all is drawn on it."""
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_raw
+
     try:
         page = pdf[index]
         try:
@@ -125,6 +137,8 @@ def pdf_renderer(
     before anything is allocated: a 447-byte PDF with one 14,400-point page asked for a
     40,000 x 40,000 bitmap (7.9 GB).
     """
+    import pypdfium2 as pdfium
+
     with _open_pdf(path) as pdf:
 
         def render(page_number: int, dpi: int = 200) -> Image.Image:

@@ -10,12 +10,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import docx
-from docx.opc.exceptions import PackageNotFoundError
-from docx.table import Table, _Cell
-from docx.text.paragraph import Paragraph
+from typing import TYPE_CHECKING, Any
 
 from documents.causes import CORRUPT_INPUT, EMPTY_INPUT, ENCRYPTED_INPUT, UNSUPPORTED_INPUT
 from documents.engines.limits import ParseLimits
@@ -23,6 +18,10 @@ from documents.parsers import FileKind, Kind, Parser, UploadCheckFailed
 from documents.parsers.content import ZipDirectoryTooLarge, read_zip_directory
 from documents.parsers.pages import Block, ParsedDocument, ParsedPage, StrPath
 from jobs.errors import StageFailure
+
+if TYPE_CHECKING:
+    from docx.table import Table, _Cell
+    from docx.text.paragraph import Paragraph
 
 MB = 1024 * 1024
 DOCX_REQUIRED_MEMBERS = frozenset({"[Content_Types].xml", "word/document.xml"})
@@ -126,8 +125,15 @@ _DOCX_CAUSES = {
     ArchiveProblem.TOO_LARGE: UNSUPPORTED_INPUT.code,
     ArchiveProblem.ENCRYPTED: ENCRYPTED_INPUT.code,
 }
-# What python-docx raises on damaged packages (lxml's XMLSyntaxError is a SyntaxError).
-_DOCX_ERRORS = (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, SyntaxError)
+
+
+def _docx_errors() -> tuple[type[BaseException], ...]:
+    """What python-docx raises on damaged packages (lxml's XMLSyntaxError is a SyntaxError)."""
+    from docx.opc.exceptions import PackageNotFoundError
+
+    return (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, SyntaxError)
+
+
 _DOCX_HEADING_STYLE = re.compile(r"Heading ([1-9])$")
 
 
@@ -138,11 +144,13 @@ def parse_docx(path: StrPath) -> ParsedDocument:
         check_docx_archive(data)
     except DocxArchiveRejected as exc:
         raise StageFailure(_DOCX_CAUSES[exc.problem], f"DOCX pre-check: {exc.detail}") from exc
+    import docx  # here, not at the top: a text file's sandbox child need not load lxml
+
     try:
         document = docx.Document(io.BytesIO(data))
         blocks = list(_docx_blocks(document.iter_inner_content()))
         title = (document.core_properties.title or "").strip() or None
-    except _DOCX_ERRORS as exc:
+    except _docx_errors() as exc:
         raise StageFailure(
             CORRUPT_INPUT.code, f"DOCX could not be read: {type(exc).__name__}: {exc}"
         ) from exc
@@ -152,6 +160,8 @@ def parse_docx(path: StrPath) -> ParsedDocument:
 
 
 def _docx_blocks(items: Iterator[Paragraph | Table]) -> Iterator[Block]:
+    from docx.text.paragraph import Paragraph
+
     for item in items:
         if isinstance(item, Paragraph):
             block = _docx_paragraph(item)
@@ -194,6 +204,8 @@ def _docx_table_rows(table: Table) -> list[str]:
 
 
 def _docx_cell_text(cell: _Cell) -> str:
+    from docx.text.paragraph import Paragraph
+
     parts = []
     for item in cell.iter_inner_content():
         if isinstance(item, Paragraph):

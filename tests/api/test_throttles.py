@@ -177,6 +177,38 @@ def test_batches_past_the_upload_rate_answer_429(alice: Caller, settings: Django
     assert_error(alice.upload(b"Harbor notes."), 429, "throttled")
 
 
+def test_a_batch_larger_than_the_upload_rate_is_refused_as_too_many_files(
+    alice: Caller, settings: DjangoSettings
+) -> None:
+    # Five uploads a minute: a batch of six would never fit, so waiting (429) would not help.
+    rates(settings, upload_user="5/min")
+    files = [SimpleUploadedFile(f"n{n}.txt", b"Harbor notes.") for n in range(6)]
+    response = alice.client.post("/api/batches", {"files": files}, format="multipart")
+    assert_error(response, 400, "too_many_files")
+    assert "5" in response.json()["error"]["message"]
+    assert Document.objects.count() == 0
+    caches["throttle"].clear()  # the refused request counted once; a full minute's rate again
+    files = [SimpleUploadedFile(f"n{n}.txt", b"Harbor notes.") for n in range(5)]
+    assert alice.client.post("/api/batches", {"files": files}, format="multipart").status_code == 201
+
+
+def test_the_shipped_upload_rates_take_a_batch_of_the_most_files_and_then_more(
+    alice: Caller, settings: DjangoSettings
+) -> None:
+    """The upload rates as shipped (config/settings.py) hold a batch of the most files a batch
+    takes, and a second one within the minute: small files come faster than a per-minute count
+    of 60 lets them, and the queue quota is what holds uploads back to the workers' pace."""
+    from config import settings as shipped
+    from documents.api.batches import MAX_FILES
+
+    shipped_rates = shipped.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]
+    rates(settings, upload_user=shipped_rates["upload_user"], upload_ip=shipped_rates["upload_ip"])
+    for round_ in range(2):
+        files = [SimpleUploadedFile(f"r{round_}-{n}.txt", b"Harbor notes %d." % n) for n in range(MAX_FILES)]
+        response = alice.client.post("/api/batches", {"files": files}, format="multipart")
+        assert response.status_code == 201, response.content[:300]
+
+
 def test_vector_store_file_ids_count_as_uploads(alice: Caller, settings: DjangoSettings) -> None:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {alice.token}")

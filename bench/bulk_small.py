@@ -1,0 +1,607 @@
+"""Benchmark: a bulk load of small documents through the API, beside a plain script doing the same
+work on the same cores; and the one-page latency probe (bench/README.md, "Bulk small documents").
+
+The documents are real: pages of the Debian documentation the retrieval-quality corpus is made
+of (``bench/eval_corpus.py``: the PostgreSQL 15 and Django 3.2 manuals, LibreOffice and GIMP help
+in Chinese), their body text (html -> text as eval_corpus does), the pages of 2-30 KB, a
+deterministic sample. Each becomes one ``.txt`` file.
+
+- Platform: ``manage.py serve_web`` (as run_platform starts it, ``DB_POOL=1``) and ``manage.py
+  qcluster`` with ``Q_WORKERS=2`` (``DB_CONN_MAX_AGE=60``), the default embedder, a private
+  database; the client uploads the files through ``POST /api/batches`` (``--batch-files`` a
+  request) over HTTP and honours the platform's backpressure: a 429 (``throttled``) is waited out
+  for its ``Retry-After`` and sent again, a file refused in a batch because the workspace's queue
+  is full (``quota_exceeded``) is sent again later, with a backoff. Refusals and the time spent
+  waiting are counted and printed. Wall time: the first upload request's start to the last
+  batch's completion (``completed_at``: every job of it finished), all files ``ready``.
+- Plain script: two processes (one per core), each taking every other file, calling the
+  project's own functions directly: ``sniff`` + ``parse``, ``chunk_for_model`` (the settings'
+  sizes, the embedder's tokens and window), the configured embedder in batches of
+  ``EMBEDDING_BATCH_SIZE``, and the index: ``Chunk`` rows, ``search_index().write_vectors``,
+  ``IndexEntry`` rows (full text) in one transaction per document, in a private database of the
+  same kind. No job engine, no HTTP, no sandbox, no stored file. Wall time: both processes
+  started together (after loading the model) to the later one's end.
+
+Both in the same run, plain first, per database (SQLite, the embedded default; PostgreSQL).
+Target: platform documents/s >= 0.8x the plain script's.
+
+One-page probe (``--probe``, on by default; the platform of the last database measured, after the
+bulk load has drained): a one-page text file uploaded through ``POST /api/documents/`` and its
+status polled every 20 ms until ``ready``, ``--probe-uploads`` times one after another; p50 (target
+<= 300 ms on an idle machine) and p95.
+
+    .venv/bin/python bench/bulk_small.py [--quick] [--docs N] [--batch-files N] [--backends ...]
+        [--probe-uploads N | --no-probe] [--json FILE] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import common
+from bench.common import say
+
+MIN_BYTES, MAX_BYTES = 2_000, 30_000
+TARGET_RATIO = 0.8
+TARGET_P50_MS = 300.0
+
+
+# --- the corpus --------------------------------------------------------------------------------
+
+
+def corpus(count: int, seed: int = 7) -> list[dict[str, str]]:
+    """``count`` documentation pages of 2-30 KB of text (English and Chinese), a seeded sample."""
+    from bench import eval_corpus
+
+    found = [
+        page
+        for lang in eval_corpus.SOURCES
+        for page in eval_corpus.candidates(lang, 10**7)
+        if MIN_BYTES <= len(page["text"].encode()) <= MAX_BYTES
+    ]
+    found.sort(key=lambda p: p["id"])
+    if len(found) < count:
+        raise SystemExit(f"only {len(found)} pages of 2-30 KB found; install the packages of eval_corpus.py")
+    return random.Random(seed).sample(found, count)
+
+
+def write_files(pages: list[dict[str, str]], folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for n, page in enumerate(pages):
+        path = folder / f"d{n:04d}.txt"
+        path.write_text(page["text"], encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+# --- the plain script --------------------------------------------------------------------------
+
+
+def plain_worker(paths: list[str], barrier: Any, queue: Any) -> None:
+    """One of the two plain processes: its files through parse, chunk, embed and index."""
+    import numpy as np
+    from django.conf import settings
+    from django.db import connection, transaction
+
+    from documents.bulk_insert import insert_rows
+    from documents.embedders import configured_embedder
+    from documents.engines.chunking import ChunkInputPage, chunk_for_model, embedded_text
+    from documents.engines.parsing import parse
+    from documents.engines.sniff import sniff
+    from documents.models import Chunk, Document, DocumentVersion, IndexEntry, Tenant
+    from documents.retrieval.index import search_index
+    from documents.retrieval.text import search_text
+    from documents.services.collections import default_collection
+    from documents.stages.chunk import CHUNK_FIELDS, sizes_for
+    from documents.stages.index import ENTRY_FIELDS
+
+    connection.close()  # a fresh connection of its own after the fork
+    tenant = Tenant.objects.get(slug="plain")
+    collection = default_collection(tenant)
+    embedder = configured_embedder()
+    embedder.embed(["warm up the model"])  # loaded before the clock starts, as a worker's is
+    maximum, _ = sizes_for(embedder, int(settings.CHUNK_MAX_TOKENS), 0)
+    target = min(int(settings.CHUNK_TARGET_TOKENS), maximum)
+    size = int(settings.EMBEDDING_BATCH_SIZE)
+    index = search_index()
+    index.prepare(embedder.name, embedder.dimension)
+    chunks_done = 0
+    barrier.wait()
+    started, cpu = time.time(), time.process_time()
+    for name in paths:
+        path = Path(name)
+        data = path.read_bytes()
+        sniffed = sniff(data, filename=path.name)
+        assert sniffed is not None
+        pages = [ChunkInputPage(number=p.number, blocks=p.blocks) for p in parse(path, sniffed.kind)]
+        chunks = chunk_for_model(
+            pages,
+            title=path.name,
+            count=embedder.count_tokens,
+            window=embedder.window,
+            target_tokens=target,
+            max_tokens=maximum,
+        )
+        texts = [embedded_text(path.name, c.text) for c in chunks]
+        vectors = [
+            np.asarray(embedder.embed(texts[s : s + size]), dtype=np.float32)
+            for s in range(0, len(texts), size)
+        ]
+        with transaction.atomic():
+            document = Document.objects.create(tenant=tenant, collection=collection, title=path.name)
+            version = DocumentVersion.objects.create(
+                document=document,
+                number=1,
+                file=f"plain/{path.name}",
+                original_name=path.name,
+                kind=sniffed.kind,
+                content_type="text/plain",
+                size=len(data),
+                sha256="0" * 64,
+            )
+            rows = [
+                (version.pk, c.ordinal, c.text, c.page_start, c.page_end, list(c.heading_path))
+                for c in chunks
+            ]
+            insert_rows(Chunk, CHUNK_FIELDS, rows)
+            for batch, part in enumerate(vectors):
+                ordinals = [c.ordinal for c in chunks[batch * size : batch * size + len(part)]]
+                index.write_vectors(version.pk, batch, embedder.name, ordinals, part)
+            ids = dict(Chunk.objects.filter(version=version).values_list("ordinal", "pk"))
+            entries = [
+                (
+                    tenant.pk,
+                    document.pk,
+                    version.pk,
+                    ids[c.ordinal],
+                    c.ordinal,
+                    c.ordinal // size,
+                    embedder.name,
+                    search_text(text),
+                )
+                for c, text in zip(chunks, texts, strict=True)
+            ]
+            insert_rows(IndexEntry, ENTRY_FIELDS, entries)
+        chunks_done += len(chunks)
+    queue.put(
+        {
+            "started": started,
+            "ended": time.time(),
+            "cpu_s": time.process_time() - cpu,
+            "docs": len(paths),
+            "chunks": chunks_done,
+        }
+    )
+
+
+def plain_child(files: list[str]) -> dict[str, Any]:
+    """The plain script's parent: migrate its database, then two processes of one core each."""
+    import multiprocessing
+
+    from django.db import connections
+
+    from documents.models import Tenant
+
+    common.migrate()
+    Tenant.objects.create(slug="plain", name="Plain", max_queued_jobs=100_000)
+    connections.close_all()
+    fork = multiprocessing.get_context("fork")  # Django is set up; each process opens its own connection
+    barrier, queue = fork.Barrier(2), fork.Queue()
+    workers = [fork.Process(target=plain_worker, args=(files[n::2], barrier, queue)) for n in range(2)]
+    for worker in workers:
+        worker.start()
+    results = [queue.get(timeout=7200) for _ in workers]
+    for worker in workers:
+        worker.join()
+    started = min(r["started"] for r in results)
+    ended = max(r["ended"] for r in results)
+    docs = sum(r["docs"] for r in results)
+    return {
+        "docs": docs,
+        "chunks": sum(r["chunks"] for r in results),
+        "wall_s": ended - started,
+        "docs_per_s": docs / (ended - started),
+        "per_process_s": [r["ended"] - r["started"] for r in results],
+        "cpu_s": sum(r["cpu_s"] for r in results),
+    }
+
+
+def setup_child() -> dict[str, Any]:
+    """The platform's database: migrated, a user and a token in a workspace of defaults."""
+    from documents.services.accounts import user_create_in_tenant
+
+    common.migrate()
+    token = user_create_in_tenant(username="bench", tenant_slug="bench")
+    from documents.models import Tenant
+
+    tenant = Tenant.objects.get(slug="bench")
+    return {
+        "token": token,
+        "max_queued_jobs": tenant.max_queued_jobs,
+        "max_running_jobs": tenant.max_running_jobs,
+    }
+
+
+def stats_child() -> dict[str, Any]:
+    """After a platform run: the jobs' states, chunks, and each stage's total time."""
+    from collections import Counter
+
+    from documents.models import Chunk, Tenant
+    from jobs.models import Job, StageRun
+
+    tenant = Tenant.objects.get(slug="bench")
+    states = Counter(Job.objects.filter(tenant=tenant.slug).values_list("status", flat=True))
+    stages: dict[str, float] = {}
+    for run in StageRun.objects.filter(job__tenant=tenant.slug).exclude(finished_at=None):
+        stages[run.stage] = stages.get(run.stage, 0.0) + (run.finished_at - run.started_at).total_seconds()
+    return {
+        "states": dict(states),
+        "chunks": Chunk.objects.filter(version__document__tenant=tenant).count(),
+        "stage_s": stages,
+    }
+
+
+# --- the platform ------------------------------------------------------------------------------
+
+
+def group_cpu(pgid: int) -> float:
+    """CPU seconds of the processes in process group ``pgid`` (their own and their reaped
+    children's: the sandbox children, started in sessions of their own, are reaped by a worker)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid:
+                total += sum(int(f) for f in fields[11:15])
+    return total / ticks
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Client:
+    """An API client that honours the platform's refusals and counts them."""
+
+    def __init__(self, base: str, token: str) -> None:
+        import httpx
+
+        self.http = httpx.Client(base_url=base, headers={"Authorization": f"Token {token}"}, timeout=120)
+        self.throttled = 0  # 429 answers
+        self.queue_full = 0  # files refused in a batch: the workspace's queue was full
+        self.waited_s = 0.0
+
+    def wait(self, seconds: float) -> None:
+        self.waited_s += seconds
+        time.sleep(seconds)
+
+    def post(self, path: str, **kwargs: Any) -> Any:
+        """POST, waiting out every 429 for its Retry-After."""
+        while True:
+            answer = self.http.post(path, **kwargs)
+            if answer.status_code != 429:
+                return answer
+            self.throttled += 1
+            self.wait(max(0.2, float(answer.headers.get("Retry-After") or 1)))
+
+
+def upload_all(client: Client, paths: list[Path], batch_files: int) -> dict[str, Any]:
+    """Every file through /api/batches; a file refused for a full queue goes again, after a backoff."""
+    data = {p.name: p.read_bytes() for p in paths}
+    todo = deque(p.name for p in paths)
+    batches: list[str] = []
+    backoff = 0.25
+    first = time.time()
+    while todo:
+        part = [todo.popleft() for _ in range(min(batch_files, len(todo)))]
+        files = [("files", (name, data[name], "text/plain")) for name in part]
+        answer = client.post("/api/batches", files=files)
+        if answer.status_code != 201:
+            raise RuntimeError(f"batch refused: {answer.status_code} {answer.text[:500]}")
+        body = answer.json()
+        batches.append(body["batch_id"])
+        again = []
+        for item in body["documents"]:
+            error = item.get("error")
+            if error is None:
+                continue
+            if error["code"] != "quota_exceeded":
+                raise RuntimeError(f"{item['filename']} refused: {error}")
+            again.append(item["filename"])
+        if again:
+            client.queue_full += len(again)
+            todo.extendleft(reversed(again))
+            client.wait(backoff)
+            backoff = min(backoff * 2, 4.0)
+        else:
+            backoff = 0.25
+    uploaded = time.time()
+    # Done when every batch has completed (all its jobs finished); its completed_at is the last one's.
+    # One request a second at most (the oldest open batch): the poll takes little of the web
+    # server's CPU, and the time comes from the server's completed_at, not from the poll.
+    ends: list[float] = []
+    open_batches = deque(batches)
+    while open_batches:
+        body = client.http.get(f"/api/batches/{open_batches[0]}").json()
+        if body["completed_at"] is None:
+            time.sleep(1.0)
+            continue
+        counts = body["file_counts"]
+        if counts["ready"] != counts["total"]:
+            raise RuntimeError(f"batch {body['batch_id']} finished with {counts}")
+        ends.append(datetime.fromisoformat(body["completed_at"]).timestamp())
+        open_batches.popleft()
+    last = max(ends)
+    return {
+        "docs": len(paths),
+        "batches": len(batches),
+        "wall_s": last - first,
+        "docs_per_s": len(paths) / (last - first),
+        "upload_s": uploaded - first,
+        "throttled_429": client.throttled,
+        "queue_full_refusals": client.queue_full,
+        "waited_s": client.waited_s,
+    }
+
+
+def probe(client: Client, uploads: int) -> dict[str, Any]:
+    """A one-page text file uploaded and followed to ready, ``uploads`` times one after another."""
+    text = (
+        "The lighthouse keeper writes the tide, the wind and the ships seen every morning at dawn. "
+        "Each entry names the hour, the height of the water and the weather over the harbour. "
+    ) * 8
+    latencies: list[float] = []
+    client.throttled, client.waited_s = 0, 0.0
+    for n in range(uploads):
+        body = f"Keeper's log, day {n}.\n\n{text}".encode()
+        started = time.perf_counter()
+        answer = client.http.post("/api/documents/", files={"file": (f"log-{n}.txt", body, "text/plain")})
+        if answer.status_code == 429:
+            client.throttled += 1
+            client.wait(max(0.2, float(answer.headers.get("Retry-After") or 1)))
+            continue
+        if answer.status_code != 201:
+            raise RuntimeError(f"upload refused: {answer.status_code} {answer.text[:300]}")
+        status_url = answer.json()["status_url"]
+        while True:
+            state = client.http.get(status_url).json()["state"]
+            if state == "ready":
+                break
+            if state.endswith("_failed") or state in ("cancelled", "stalled"):
+                raise RuntimeError(f"probe upload ended {state}")
+            time.sleep(0.02)
+        latencies.append(time.perf_counter() - started)
+        time.sleep(0.2)  # one after another, the machine idle in between
+    ms = [s * 1000 for s in latencies]
+    return {
+        "uploads": len(ms),
+        "p50_ms": common.percentile(ms, 50),
+        "p95_ms": common.percentile(ms, 95),
+        "max_ms": max(ms) if ms else float("nan"),
+        "throttled_429": client.throttled,
+        "waited_s": client.waited_s,
+    }
+
+
+def platform_run(
+    args: argparse.Namespace, backend: str, url: str, var: Path, paths: list[Path], warm: list[Path]
+) -> dict[str, Any]:
+    env = common.base_env(settings="config.settings", database_url=url, var_dir=var, Q_WORKERS="2")
+    setup = common.child_result(
+        [common.PYTHON, __file__, "--child", "setup"], env, timeout=600, what=f"{backend} setup"
+    )
+    port = free_port()
+    children = common.Children(var)
+    try:
+        web = children.manage(
+            "web", ["serve_web", "--host", "127.0.0.1", "--port", str(port)], {**env, "DB_POOL": "1"}
+        )
+        cluster = children.manage("qcluster", ["qcluster"], {**env, "DB_CONN_MAX_AGE": "60"})
+        client = Client(f"http://127.0.0.1:{port}", setup["token"])
+
+        def up() -> bool:
+            with contextlib.suppress(Exception):
+                return bool(client.http.get("/api/documents/").status_code == 200)
+            return False
+
+        common.wait_for(up, timeout=120, interval=0.5, what="the web server")
+        # Warm-up: both workers load the model and start their sandbox child; not measured.
+        upload_all(client, warm, len(warm))
+        client.throttled, client.queue_full, client.waited_s = 0, 0, 0.0
+        say(f"  [{backend}] platform: uploading {len(paths)} files, {args.batch_files} a batch ...")
+        profiler = start_profiler(args, children, cluster, backend)
+        cpu = {"workers": group_cpu(cluster.pid), "web": group_cpu(web.pid)}
+        bulk = upload_all(client, paths, args.batch_files)
+        bulk["cpu_s"] = {k: group_cpu(p.pid) - cpu[k] for k, p in (("workers", cluster), ("web", web))}
+        if profiler is not None:  # py-spy writes its file at SIGINT
+            os.kill(profiler.pid, signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                profiler.wait(timeout=60)
+        result: dict[str, Any] = {"bulk": bulk, "quota": setup}
+        if args.probe_uploads and backend == args.backends.split(",")[-1]:
+            time.sleep(3)
+            say(f"  [{backend}] one-page probe: {args.probe_uploads} uploads one after another ...")
+            result["probe"] = probe(client, args.probe_uploads)
+        for proc in (cluster, web):
+            children.stop(proc, grace=30)
+        result["stats"] = common.child_result(
+            [common.PYTHON, __file__, "--child", "stats"], env, timeout=600, what=f"{backend} stats"
+        )
+        return result
+    except Exception:
+        say(children.log_tail("qcluster"))
+        say(children.log_tail("web"))
+        raise
+    finally:
+        children.stop_all()
+
+
+def start_profiler(
+    args: argparse.Namespace, children: common.Children, cluster: Any, backend: str
+) -> subprocess.Popen[bytes] | None:
+    """py-spy over the cluster's process tree during the bulk load, when asked (``--profile DIR``)."""
+    if not args.profile:
+        return None
+    spy = Path(common.PYTHON).with_name("py-spy")
+    out = Path(args.profile) / f"bulk-{backend}.txt"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = [str(spy), "record", "--subprocesses", "--format", "raw", "-r", "50", "-o", str(out)]
+    return children.start("py-spy", [*command, "--pid", str(cluster.pid)], dict(os.environ))
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+def run_backend(
+    args: argparse.Namespace, backend: str, tmp: Path, paths: list[Path], warm: list[Path]
+) -> Any:
+    """The plain script, then the platform, on one kind of database (each its own)."""
+
+    def database(label: str) -> Any:
+        if backend == "postgres":
+            return common.bench_database(label, keep=args.keep)
+        return contextlib.nullcontext(("", ""))
+
+    with database("bulkplain") as (_, url):
+        var = tmp / f"{backend}-plain"
+        env = common.base_env(settings="config.settings", database_url=url, var_dir=var)
+        say(f"  [{backend}] plain script: {len(paths)} files, two processes ...")
+        plain = common.child_result(
+            [common.PYTHON, __file__, "--child", "plain", "--files", str(tmp / "files")],
+            env,
+            timeout=7200,
+            what=f"{backend} plain",
+        )
+    with database("bulkplatform") as (_, url):
+        platform = platform_run(args, backend, url, tmp / f"{backend}-platform", paths, warm)
+    return plain, platform
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    common.common_args(parser)
+    parser.add_argument("--docs", type=int, default=None, help="Files (default 1000, --quick 40).")
+    parser.add_argument("--batch-files", type=int, default=25, help="Files per /api/batches request.")
+    parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument(
+        "--probe-uploads", type=int, default=None, help="One-page probe uploads (default 40, --quick 10)."
+    )
+    parser.add_argument("--no-probe", action="store_true")
+    parser.add_argument(
+        "--profile", metavar="DIR", help="py-spy the cluster during the bulk load (raw stacks)."
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--files", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        common.setup_django(dict(os.environ))
+        if args.child == "plain":
+            result = plain_child(sorted(str(p) for p in Path(args.files).glob("*.txt")))
+        elif args.child == "setup":
+            result = setup_child()
+        else:
+            result = stats_child()
+        print("RESULT " + json.dumps(result), flush=True)
+        return 0
+    docs = args.docs or (40 if args.quick else 1000)
+    args.probe_uploads = 0 if args.no_probe else (args.probe_uploads or (10 if args.quick else 40))
+
+    common.header(f"bulk load: {docs} small documents through /api/batches vs a plain script, 2 processes")
+    common.print_machine()
+    load_before = os.getloadavg()
+    report = common.Report("bulk_small")
+    pages = corpus(docs + 2)
+    with common.temp_dir("bulk", args.keep) as tmp:
+        paths = write_files(pages[:docs], tmp / "files")
+        warm = write_files(pages[docs:], tmp / "warm")
+        sizes = sorted(p.stat().st_size for p in paths)
+        langs = {lang: sum(1 for p in pages[:docs] if p["lang"] == lang) for lang in ("en", "zh")}
+        say(
+            f"corpus: {docs} pages ({', '.join(f'{k} {v}' for k, v in langs.items())}), "
+            f"{sum(sizes) / 1e6:.1f} MB, median {common.median(sizes) / 1000:.1f} KB "
+            f"(min {sizes[0] / 1000:.1f}, max {sizes[-1] / 1000:.1f})"
+        )
+        report.figures["corpus"] = {"docs": docs, "bytes": sum(sizes), "langs": langs}
+        for backend in args.backends.split(","):
+            plain, platform = run_backend(args, backend, tmp, paths, warm)
+            bulk = platform["bulk"]
+            ratio = bulk["docs_per_s"] / plain["docs_per_s"]
+            say(
+                f"\n[{backend}] plain script: {plain['docs_per_s']:.2f} docs/s ({plain['wall_s']:.1f} s, "
+                f"{plain['chunks']} chunks; processes "
+                f"{', '.join(f'{s:.1f}' for s in plain['per_process_s'])} s)"
+            )
+            say(
+                f"[{backend}] platform:     {bulk['docs_per_s']:.2f} docs/s ({bulk['wall_s']:.1f} s "
+                f"first upload -> last ready; uploads done after {bulk['upload_s']:.1f} s "
+                f"in {bulk['batches']} batches) "
+                f"ratio {ratio:.2f}x"
+            )
+            say(
+                f"[{backend}] backpressure: {bulk['throttled_429']} x 429 throttled, "
+                f"{bulk['queue_full_refusals']} files refused for a full queue "
+                f"(max_queued_jobs {platform['quota']['max_queued_jobs']}), {bulk['waited_s']:.1f} s waited"
+            )
+            cpu = bulk["cpu_s"]
+            say(
+                f"[{backend}] CPU per document: plain {plain['cpu_s'] / docs:.3f} s; platform cluster "
+                f"{cpu['workers'] / docs:.3f} s + web server {cpu['web'] / docs:.3f} s "
+                "(CPU ratio plain / platform "
+                f"{plain['cpu_s'] / (cpu['workers'] + cpu['web']):.2f}: if both had the cores alone)"
+            )
+            stats = platform["stats"]
+            say(
+                f"[{backend}] jobs: {stats['states']}, {stats['chunks']} chunks; stage time summed over "
+                "jobs: " + ", ".join(f"{k} {v:.1f} s" for k, v in stats["stage_s"].items())
+            )
+            report.figures[backend] = {"plain": plain, "platform": platform, "ratio": ratio}
+            report.check(
+                f"{backend}: platform / plain docs/s", ratio, TARGET_RATIO, higher_is_better=True, unit="x"
+            )
+            if "probe" in platform:
+                pr = platform["probe"]
+                say(
+                    f"[{backend}] one-page probe: {pr['uploads']} uploads, p50 {pr['p50_ms']:.0f} ms, "
+                    f"p95 {pr['p95_ms']:.0f} ms, max {pr['max_ms']:.0f} ms ({pr['throttled_429']} x 429, "
+                    f"{pr['waited_s']:.1f} s waited)"
+                )
+                report.figures["probe"] = {**pr, "backend": backend}
+                report.check(
+                    f"{backend}: one-page upload -> ready p50",
+                    pr["p50_ms"],
+                    TARGET_P50_MS,
+                    higher_is_better=False,
+                    unit=" ms",
+                )
+                report.notes.append(f"one-page probe p95 {pr['p95_ms']:.0f} ms (no target)")
+    load_after = os.getloadavg()
+    report.figures["loadavg"] = {"before": load_before, "after": load_after}
+    say(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
+    report.print()
+    report.dump(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
