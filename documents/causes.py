@@ -257,6 +257,19 @@ WEB_UNAVAILABLE = Cause(
     user_retryable=True,
     rule=RetryRule(max_attempts=1),
 )
+SYNC_QUEUE_FULL = Cause(
+    "sync_queue_full",
+    _(
+        "The workspace's queue is full of documents waiting to be processed. The sync continues "
+        "on its own once they are."
+    ),
+    UserAction.WAIT,
+    transient=True,
+    user_retryable=True,
+    # A large first sync waits for its own documents many times over: every wait frees the
+    # worker (the documents need it) and the sync resumes from its checkpoint.
+    rule=RetryRule(max_attempts=1000, base_delay=5, max_delay=60),
+)
 SYNC_RUNNING = Cause(
     "sync_running",
     _("Another sync of this source is running. Retry this one when it has finished."),

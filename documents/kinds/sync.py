@@ -17,6 +17,7 @@ from documents.causes import (
     BUCKET_UNAVAILABLE,
     FOLDER_UNAVAILABLE,
     SOURCE_GONE,
+    SYNC_QUEUE_FULL,
     SYNC_RUNNING,
     WEB_UNAVAILABLE,
 )
@@ -65,7 +66,14 @@ PIPELINE = Pipeline(
         Stage("apply", _apply, weight=70, label=_("Applying"), unit="items", deadline=300),
     ),
     on_finish=_finished,
-    causes=(SOURCE_GONE, FOLDER_UNAVAILABLE, BUCKET_UNAVAILABLE, WEB_UNAVAILABLE, SYNC_RUNNING),
+    causes=(
+        SOURCE_GONE,
+        FOLDER_UNAVAILABLE,
+        BUCKET_UNAVAILABLE,
+        WEB_UNAVAILABLE,
+        SYNC_RUNNING,
+        SYNC_QUEUE_FULL,
+    ),
 )
 
 

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from documents.causes import SOURCE_GONE, SYNC_RUNNING
+from documents.causes import SOURCE_GONE, SYNC_QUEUE_FULL, SYNC_RUNNING
 from documents.engines.validation import UploadRejected
 from documents.models import Document
 from documents.principals import Viewer
 from documents.services.access import AccessInputError, check_principals, documents_access_set
 from documents.services.delete import document_delete
-from documents.services.upload import UploadResult, document_upload
+from documents.services.upload import QUOTA_EXCEEDED, UploadResult, document_upload
 from documents.sources.connectors import LISTING_FAILURES, Connector, Listed, Refused
 from documents.sources.credentials import credentials_of
 from documents.sources.models import Source, SourceItem, SourceSync
@@ -241,6 +241,11 @@ def _apply_upload(
             _record_failure(sync, source, key, refused.code, refused.message)
         return
     except UploadRejected as refused:
+        if str(refused.code) == QUOTA_EXCEEDED:
+            # Not the item's fault: the workspace's queue is full (often of this sync's own
+            # documents). The stage stops here, freeing the worker for them, and is retried
+            # after a delay from this item on (its checkpoint).
+            raise StageFailure(SYNC_QUEUE_FULL.code, "the workspace's queue is full") from None
         with ctx.write():
             _record_failure(sync, source, key, str(refused.code), str(refused.message))
         return

@@ -17,7 +17,8 @@ from documents.sources.services import sync_start
 from jobs import pipelines
 from jobs.context import StageContext
 from jobs.executor import run_stage
-from jobs.models import Job, Status
+from jobs.models import FINISHED, Job, Status
+from jobs.quotas import WAITING
 from jobs.services.reaper import reap
 from jobs.services.worker import job_claim
 from tests.documents.helpers import found_versions, make_tenant, run_until_idle, top_hit
@@ -313,3 +314,32 @@ def test_a_due_cron_schedule_starts_a_sync_through_the_scheduler_or_none_while_o
     run_until_idle(SourceSync.objects.get(source=source).job_id)
     assert run_due() == ["started"]
     assert SourceSync.objects.filter(source=source).count() == 2
+
+
+def test_a_full_queue_makes_the_sync_wait_for_its_documents_not_fail_them(root):
+    """A first sync of more files than the workspace's queue holds: each time the queue is
+    full the stage stops (freeing the worker for the documents) and resumes after a delay from
+    the item it stopped at; no file is failed for it and none is applied twice."""
+    for n in range(4):
+        write(root, f"more/extra-{n}.txt", f"Extra page {n} mentions the word quokka{n}.\n")
+    tenant = make_tenant()
+    tenant.max_queued_jobs = 2
+    tenant.save(update_fields=["max_queued_jobs"])
+    source = folder_source(tenant, root)
+    job_id = sync_start(source=source).sync.job_id
+    waits = 0
+    job = run_until_idle(job_id)
+    while job.status != Status.READY:
+        assert job.status not in FINISHED, (job.status, job.error_code)
+        assert job.error_code == "sync_queue_full"
+        assert Job.objects.filter(kind=INGEST, status__in=WAITING).count() == 2  # the queue is full
+        ingest_all()  # the workers process the documents...
+        Job.objects.filter(pk=job_id).update(not_before=timezone.now())  # ...and the delay passes
+        waits += 1
+        job = run_until_idle(job_id)
+    ingest_all()
+    assert waits >= 2
+    done = SourceSync.objects.get(job_id=job_id)
+    assert done.counts == {"found": 7, "new": 7, "changed": 0, "removed": 0, "unchanged": 0, "failed": 0}
+    assert not SourceItem.objects.exclude(error_code="").exists()
+    assert Document.objects.filter(tenant=tenant).count() == 7 == len(live_documents(tenant))
