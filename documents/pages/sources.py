@@ -16,7 +16,7 @@ from documents.pages.document import _see_other, tenant_required
 from documents.selectors import viewer_for
 from documents.sources.models import Source
 from documents.sources.schedules import next_run
-from documents.sources.selectors import last_sync, source_of, sources_of, sync_out
+from documents.sources.selectors import last_sync, location, source_of, sources_of, sync_out
 from documents.sources.services import SourceRefused, sync_start
 from documents.texts import localize
 from jobs.models import FINISHED, Actor
@@ -37,7 +37,13 @@ def sources_page(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     rows = []
     for source in sources_of(tenant):
         sync = last_sync(source)
-        rows.append({"source": source, "sync": sync_out(sync) if sync is not None else None})
+        rows.append(
+            {
+                "source": source,
+                "location": location(source),
+                "sync": sync_out(sync) if sync is not None else None,
+            }
+        )
     return render(request, "documents/sources.html", {"rows": rows})
 
 
@@ -50,6 +56,7 @@ def source_page(request: HttpRequest, tenant: Tenant, source_id: str) -> HttpRes
     running = sync is not None and sync.job.status not in FINISHED
     context = {
         "source": source,
+        "location": location(source),
         "sync": shown,
         "running": running,
         "reload_seconds": RELOAD_SECONDS if running else None,

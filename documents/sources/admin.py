@@ -16,7 +16,7 @@ from django.utils.html import format_html
 from documents.kinds import SYNC
 from documents.sources.models import Source
 from documents.sources.schedules import next_run
-from documents.sources.selectors import last_sync, sync_out
+from documents.sources.selectors import last_sync, location, sync_out
 from documents.sources.services import SourceRefused, sync_start
 from jobs.admin.registry import register_subject_labels, register_subject_links
 from jobs.models import Actor, Job
@@ -69,11 +69,9 @@ class SourceAdmin(admin.ModelAdmin):
     def has_sync_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("documents.change_source"))
 
-    @admin.display(description="folder or site")
+    @admin.display(description="folder, bucket or site")
     def path(self, obj: Source) -> str:
-        config = obj.config or {}
-        starts = config.get("start_urls") or [""]
-        return str(config.get("path") or config.get("sitemap") or starts[0])
+        return location(obj)
 
     @admin.display(description="next run")
     def next_sync(self, obj: Source) -> Any:

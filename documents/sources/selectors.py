@@ -90,3 +90,16 @@ def source_out(source: Source) -> dict[str, Any]:
         "created_at": source.created_at.isoformat(),
         "last_sync": sync_out(sync) if sync is not None else None,
     }
+
+
+def location(source: Source) -> str:
+    """Where a source's items come from, in one line as its creator gave it: the folder's path,
+    ``s3://bucket/prefix`` (and the endpoint, if one) or the site's sitemap or first start URL."""
+    config = source.config or {}
+    if source.kind == Source.Kind.S3:
+        where = f"s3://{config.get('bucket', '')}/{config.get('prefix', '')}"
+        return f"{where} ({config['endpoint']})" if config.get("endpoint") else where
+    if source.kind == Source.Kind.WEB:
+        starts = config.get("start_urls") or [""]
+        return str(config.get("sitemap") or starts[0])
+    return str(config.get("path", ""))

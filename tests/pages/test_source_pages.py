@@ -72,3 +72,37 @@ def test_a_cron_schedule_and_its_next_run_are_on_the_page(alice: Member, source:
     assert upcoming is not None and (upcoming.hour, upcoming.minute) == (3, 0)
     assert "<code>0 3 * * 1-5</code>" in page
     assert f"<dd>{upcoming:%Y-%m-%d %H:%M}</dd>" in page
+
+
+def test_bucket_and_site_sources_show_where_their_items_come_from(alice: Member, source: Any):
+    from documents.sources.models import Source
+
+    bucket = Source.objects.create(
+        tenant=alice.tenant,
+        collection=source.collection,
+        kind=Source.Kind.S3,
+        name="Policies",
+        config={
+            "endpoint": "https://s3.example.com",
+            "region": "eu-west-1",
+            "bucket": "policies",
+            "prefix": "hr/",
+        },
+    )
+    site = Source.objects.create(
+        tenant=alice.tenant,
+        collection=source.collection,
+        kind=Source.Kind.WEB,
+        name="Handbook site",
+        config={"start_urls": ["https://handbook.example.com/docs/"], "max_depth": 2, "page_limit": 50},
+    )
+    listed = alice.client.get("/sources/").content.decode()
+    for where in (
+        str(source.config["path"]),
+        "s3://policies/hr/ (https://s3.example.com)",
+        "https://handbook.example.com/docs/",
+    ):
+        assert where in listed
+    assert "s3://policies/hr/" in alice.client.get(f"/sources/{bucket.pk}/").content.decode()
+    page = alice.client.get(f"/sources/{site.pk}/").content.decode()
+    assert "https://handbook.example.com/docs/" in page and "Web site" in page
