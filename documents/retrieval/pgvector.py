@@ -193,8 +193,20 @@ MIN_RERANK = 400
 # the probe) candidates are found in the graph's first pass; pgvector caps it at 1,000.
 OVERSAMPLE = 10
 MAX_EF_SEARCH = 1000
+# ... and never fewer than this: sized for recall, not only for the share. On the benchmark's
+# synthetic vectors at 200k (bench/README.md, "Search with access lists"), filtered 50 % or not,
+# ef_search 100-200 keeps 0.55-0.65 of the exact top 10, 400 keeps 0.78, 1,000 keeps 0.88, for
+# about 10 ms more per search at 400.
+MIN_EF_SEARCH = 400
 # The filtered pass fetches this many times the wanted rows, to re-order them by full precision.
 FETCH = 2
+
+
+def ef_search_for(limit: int, share: float) -> int:
+    """The graph pass's ``hnsw.ef_search`` for ``limit`` rows when ``share`` of the probe was in
+    scope: ``OVERSAMPLE`` x the rows the share implies, at least ``MIN_EF_SEARCH``, at most
+    pgvector's cap."""
+    return min(MAX_EF_SEARCH, max(MIN_EF_SEARCH, math.ceil(OVERSAMPLE * int(limit) / share)))
 
 
 def nearest(
@@ -227,7 +239,8 @@ def nearest(
     - Otherwise the graph drives: ``ORDER BY`` the half-precision distance ``LIMIT`` over the
       vectors alone, each candidate checked against the scope by a correlated subquery (kept
       as a per-row check, not a join that would bypass the index), ``hnsw.ef_search`` set from
-      the probe's share (a 10% filter needs ten times the candidates for the same recall), and
+      the probe's share (a 10% filter needs ten times the candidates for the same recall) and
+      never under ``MIN_EF_SEARCH`` (``ef_search_for``), and
       an iterative scan (``relaxed_order``) until ``limit`` rows in scope are found. If it still
       ends short (``hnsw.max_scan_tuples``), the exact plan answers.
 
@@ -277,7 +290,7 @@ def nearest(
                     entries_sql = (join, where, params)
                     rows = codes.nearest(cursor, documents, embedder, query, full, entries_sql, limit, rerank)
             if not by_codes:
-                ef_search = min(MAX_EF_SEARCH, max(PROBE, math.ceil(OVERSAMPLE * int(limit) / share)))
+                ef_search = ef_search_for(limit, share)
                 if len(rows) < limit or ef_search > PROBE:
                     cursor.execute(
                         "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "

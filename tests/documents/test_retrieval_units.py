@@ -83,3 +83,15 @@ def test_fusion_honours_k_and_a_single_list_keeps_its_order():
     assert [f.key for f in fused] == [0, 1, 2]
     assert fused[0].score == pytest.approx(1.0)
     assert fuse({}, k=3) == []
+
+
+def test_the_graph_pass_searches_enough_candidates_for_recall_even_when_the_whole_scope_is_near() -> None:
+    from documents.retrieval import pgvector
+
+    # Every probed vector in scope (an unfiltered search, or a 50 % scope near the query): the
+    # share alone would ask for 10 x 10 = 100 candidates, which keep about half of the exact top
+    # 10 of a million-vector graph (bench/README.md, "Search with access lists").
+    assert pgvector.ef_search_for(10, 1.0) == pgvector.MIN_EF_SEARCH == 400
+    assert pgvector.ef_search_for(10, 0.5) == 400
+    assert pgvector.ef_search_for(10, 0.1) == 1000  # the share still drives selective scopes
+    assert pgvector.ef_search_for(50, 0.05) == pgvector.MAX_EF_SEARCH
