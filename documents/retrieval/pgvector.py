@@ -23,6 +23,9 @@ the nearest codes are ordered again by their full vectors: recall does not depen
 over other rows, and the cost grows with the scope, not with the tenant.
 """
 
+# long-module: one ranking plan (exact, probe, codes, filtered graph) whose thresholds are
+# tuned together; split, each part would need the others' constants to be read.
+
 from __future__ import annotations
 
 import hashlib
