@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from documents.models import Tenant
+from documents.visibility import staff_rows
+
 if TYPE_CHECKING:
     from django.utils.functional import _StrOrPromise
 
@@ -32,8 +35,5 @@ class WorkspaceFilter(admin.RelatedFieldListFilter):
     def field_choices(
         self, field: Any, request: HttpRequest, model_admin: Any
     ) -> list[tuple[str, _StrOrPromise]]:
-        from documents.models import Tenant
-        from documents.visibility import staff_rows
-
         visible = staff_rows(request.user, Tenant.objects.all(), tenant="pk").order_by("name")
         return [(str(tenant.pk), str(tenant)) for tenant in visible]

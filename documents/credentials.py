@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 from functools import lru_cache
+from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
@@ -88,3 +89,18 @@ def reencrypt(token: str) -> str:
         return PREFIX + _keys().rotate(token[len(PREFIX) :].encode("ascii")).decode("ascii")
     except (InvalidToken, ValueError):
         raise SecretUnreadable from None
+
+
+def reencrypt_rows(rows: Any, column: str) -> tuple[int, int]:
+    """Encrypt ``column`` of every row of the queryset ``rows`` again with the current key (after
+    a rotation); ``(done, unreadable)``. One row at a time, each a compare-and-set on the value
+    read, so a parallel change wins."""
+    done = unreadable = 0
+    for pk, token in rows.exclude(**{column: ""}).values_list("pk", column).iterator():
+        try:
+            fresh = reencrypt(token)
+        except SecretUnreadable:
+            unreadable += 1
+            continue
+        done += rows.model.objects.filter(pk=pk, **{column: token}).update(**{column: fresh})
+    return done, unreadable

@@ -17,7 +17,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
-from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.utils.translation import gettext_noop
 from django.views.decorators.csrf import csrf_exempt
@@ -25,6 +25,7 @@ from django.views.decorators.csrf import csrf_exempt
 from documents.api import notify, sse_access, sse_caps
 from documents.api.output import error_body
 from documents.selectors import tenant_for
+from documents.sources.models import Source
 from documents.sources.selectors import last_sync, source_of, sync_out
 from jobs.models import FINISHED
 
@@ -47,8 +48,6 @@ def _resolve(request: HttpRequest, source_id: str) -> tuple[int, Any, Any]:
 def _read(source_pk: Any) -> tuple[dict[str, Any] | None, str, bool]:
     """The last sync as shown, its job's id and whether it is finished (None: gone or none)."""
     try:
-        from documents.sources.models import Source
-
         source = Source.objects.filter(pk=source_pk).first()
         sync = last_sync(source) if source is not None else None
         if sync is None:
@@ -108,17 +107,7 @@ async def source_events(request: HttpRequest, source_id: str) -> HttpResponseBas
             404: "Not found.",
         }
         return JsonResponse(error_body(names[code], messages[code]), status=code)
-    over_cap = await sse_caps.astream_refusal(user_id)
-    if over_cap is not None:
-        limited = JsonResponse(
-            error_body(
-                "too_many_streams", gettext_noop("Too many open event streams. Close one and try again.")
-            ),
-            status=429,
-        )
-        limited["Retry-After"] = "5"
+    limited = await sse_caps.arefusal_response(user_id)
+    if limited is not None:
         return limited
-    response = StreamingHttpResponse(_stream(source_pk, user_id), content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response
+    return sse_caps.event_stream(_stream(source_pk, user_id))

@@ -27,7 +27,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 from django.db.models import Exists, OuterRef, Subquery
-from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.utils.translation import gettext_noop
 from django.views.decorators.csrf import csrf_exempt
@@ -259,23 +259,10 @@ async def job_events(request: HttpRequest, document_id: str, job_id: str) -> Htt
             status=400,
         )
     last_id = int(header) if header else None
-    over_cap = await sse_caps.astream_refusal(user_id)
-    if over_cap is not None:
-        limited = JsonResponse(
-            error_body(
-                "too_many_streams", gettext_noop("Too many open event streams. Close one and try again.")
-            ),
-            status=429,
-        )
-        limited["Retry-After"] = "5"
+    limited = await sse_caps.arefusal_response(user_id)
+    if limited is not None:
         return limited
     still_visible = None
     if viewer is not None and not viewer.sees_all_already:
         still_visible = partial(sse_access.still_visible, viewer, version.document_id, version.job_id)
-    response = StreamingHttpResponse(
-        _stream(version.pk, str(version.job_id), last_id, user_id, still_visible),
-        content_type="text/event-stream",
-    )
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response
+    return sse_caps.event_stream(_stream(version.pk, str(version.job_id), last_id, user_id, still_visible))

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache.backends.db import DatabaseCache
 from django.db import connection, connections, router, transaction
+from django.http import JsonResponse, StreamingHttpResponse
+from django.utils.translation import gettext_noop
 
+from documents.api.output import error_body
 from documents.throttles import throttle_cache
 
 _GLOBAL_KEY = "sse:open:all"
@@ -143,3 +146,22 @@ def _give_back_if_taken(taking: asyncio.Future[str | None], user_id: Any) -> Non
 
 
 _pending: set[asyncio.Future[None]] = set()  # give-backs in flight (the loop keeps weak references)
+
+
+async def arefusal_response(user_id: Any) -> JsonResponse | None:
+    """The 429 a new stream gets while the user (or the platform) has the most streams open;
+    None when it may open (the slot itself is taken when the stream starts)."""
+    if await astream_refusal(user_id) is None:
+        return None
+    message = gettext_noop("Too many open event streams. Close one and try again.")
+    limited = JsonResponse(error_body("too_many_streams", message), status=429)
+    limited["Retry-After"] = "5"
+    return limited
+
+
+def event_stream(events: AsyncIterator[str]) -> StreamingHttpResponse:
+    """``events`` as a ``text/event-stream`` answer that no cache or proxy holds back."""
+    response = StreamingHttpResponse(events, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response

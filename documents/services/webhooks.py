@@ -226,14 +226,5 @@ def webhook_message_resend(*, message_id: Any) -> None:
 
 def webhook_secrets_reencrypt() -> tuple[int, int]:
     """Encrypt every endpoint's signing secret again with the current ``SECRET_KEY`` (after a
-    rotation, before the old key leaves ``SECRET_KEY_FALLBACKS``); ``(done, unreadable)``.
-    One row at a time, each a compare-and-set on the value read, so a parallel change wins."""
-    done = unreadable = 0
-    for pk, token in WebhookEndpoint.objects.values_list("pk", "secret_encrypted").iterator():
-        try:
-            fresh = credentials.reencrypt(token)
-        except credentials.SecretUnreadable:
-            unreadable += 1
-            continue
-        done += WebhookEndpoint.objects.filter(pk=pk, secret_encrypted=token).update(secret_encrypted=fresh)
-    return done, unreadable
+    rotation, before the old key leaves ``SECRET_KEY_FALLBACKS``); ``(done, unreadable)``."""
+    return credentials.reencrypt_rows(WebhookEndpoint.objects.all(), "secret_encrypted")

@@ -263,13 +263,5 @@ def _open_sync(source: Source) -> SourceSync | None:
 
 def source_credentials_reencrypt() -> tuple[int, int]:
     """Encrypt every source's credentials again with the current ``SECRET_KEY`` (after a
-    rotation); ``(done, unreadable)``. A compare-and-set per row, so a parallel change wins."""
-    done = unreadable = 0
-    for pk, token in Source.objects.exclude(credentials="").values_list("pk", "credentials").iterator():
-        try:
-            fresh = secrets.reencrypt(token)
-        except secrets.SecretUnreadable:
-            unreadable += 1
-            continue
-        done += Source.objects.filter(pk=pk, credentials=token).update(credentials=fresh)
-    return done, unreadable
+    rotation); ``(done, unreadable)``."""
+    return secrets.reencrypt_rows(Source.objects.all(), "credentials")

@@ -57,3 +57,10 @@ def sync(source: Source) -> SourceSync:
     job = sync_job(source)
     ingest_all()
     return SourceSync.objects.get(job=job)
+
+
+def heartbeat_since(job_id: Any, since: Any) -> bool:
+    """Whether the job's worker has beaten its heartbeat at or after ``since`` (a worker learns
+    of a cancel with its next heartbeat)."""
+    beat = Job.objects.get(pk=job_id).heartbeat_at
+    return beat is not None and beat >= since

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -22,7 +23,7 @@ from jobs.models import Actor, Job, JobEvent, Status
 from jobs.services.lifecycle import job_cancel
 from tests.conftest import wait_for
 from tests.documents.helpers import JobThread, found_versions, make_tenant, run_until_idle, top_hit
-from tests.documents.source_helpers import sync
+from tests.documents.source_helpers import heartbeat_since, sync
 from tests.documents.web_site import Page, Site, html, serve
 
 pytestmark = pytest.mark.django_db
@@ -344,7 +345,12 @@ def test_a_cancel_during_compare_stops_before_the_next_page_is_read(site, settin
     worker.start()
     wait_for(lambda: len(site.requests) > (site.hold_from or 0), what="the compare's first read")
     job_cancel(job_id=job_id, actor=Actor.USER, actor_name="test", reason="test")
-    time.sleep(1)  # the worker's heartbeats (every 0.1 s) see the cancel
+    asked = Job.objects.get(pk=job_id).cancel_requested_at
+    assert asked is not None
+    # Two heartbeats (every 0.1 s) since the cancel: the first one's answer has reached the stage.
+    wait_for(
+        lambda: heartbeat_since(job_id, asked + timedelta(seconds=0.2)), what="heartbeats since the cancel"
+    )
     site.release.set()
     worker.finish()
     assert Job.objects.get(pk=job_id).status == Status.CANCELLED

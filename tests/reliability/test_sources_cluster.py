@@ -30,7 +30,7 @@ from jobs.models import FINISHED, Job, JobEvent, StageRun, Status
 from jobs.services.lifecycle import job_cancel
 from tests.conftest import Processes, wait_for
 from tests.documents.helpers import make_tenant
-from tests.documents.source_helpers import folder_source, write
+from tests.documents.source_helpers import folder_source, heartbeat_since, write
 from tests.reliability.helpers import alive, check_jobs, descendants
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.postgres]
@@ -84,11 +84,6 @@ def settled(job_id: Any) -> bool:
     if Job.objects.get(pk=job_id).status not in FINISHED:
         return False
     return not Job.objects.filter(kind=INGEST).exclude(status__in=FINISHED).exists()
-
-
-def heartbeat_since(job_id: Any, since: Any) -> bool:
-    beat = Job.objects.get(pk=job_id).heartbeat_at
-    return beat is not None and beat >= since
 
 
 def assert_converged(tenant: Tenant, source: Source, processes: Processes) -> None:
