@@ -9,11 +9,10 @@ all of it in the same query as the ranking itself, so ``k`` is never lost to a f
 afterwards, and neither reads more than its candidates' ids and scores into Python.
 
 - Lexical: SQLite BM25 over FTS5's per-tenant terms (``documents.retrieval.sqlite_fts``);
-  PostgreSQL ``ts_rank_cd`` over the GIN-indexed ``tsvector`` (length-normalised) weighted by
-  each term's BM25 idf (see ``postgres_lexical``). Both count word frequencies, rows and lengths
-  in the searching tenant only, so no other tenant's index moves a score; both return at most
-  ``LEXICAL_CANDIDATES`` rows and let very common words select no candidates of their own;
-  PostgreSQL also ranks at most ``SCAN_CAP`` matching rows.
+  PostgreSQL the same BM25 over the GIN-indexed ``tsvector`` (see ``BM25_SQL``). Both count
+  word frequencies, rows and lengths in the searching tenant only, so no other tenant's index
+  moves a score; both return at most ``LEXICAL_CANDIDATES`` rows and let very common words
+  select no candidates of their own; PostgreSQL also ranks at most ``SCAN_CAP`` matching rows.
 - Dense: SQLite computes the distance in the query with sqlite-vec (exact, in C, over the
   scope's rows only). PostgreSQL with pgvector: see ``documents.retrieval.pgvector``. PostgreSQL
   without pgvector: every vector of the scope by its sign bits (Hamming distance in the query),
@@ -35,10 +34,13 @@ from typing import Any
 
 from django.db import connection
 
-from documents.retrieval.schema import TSV
+from documents.retrieval.schema import TSV, term_count
 from documents.retrieval.text import tsquery
 
 LEXICAL_CANDIDATES = 200
+# Okapi BM25's k1 and b (FTS5's), for both databases' full-text rankings.
+K1 = 1.2
+B = 0.75
 
 Ranked = list[tuple[int, float]]  # (index entry id, component score), best first
 
@@ -121,13 +123,16 @@ def documents_sql(scope: Scope) -> tuple[str, list[Any]] | None:
     return "d.tenant_id = %s" + document_sql, [scope.tenant_id, *document_params]
 
 
-# PostgreSQL's ts_rank_cd knows no document frequency, so a rare word would weigh no more than
-# "the". Each term's BM25 idf is computed from its (capped) frequency in the tenant, and a chunk
-# scores sum(idf(t) * ts_rank_cd(chunk, t, 1)): length-normalised term density, weighted by
-# rarity. Counting stops at the caps: past them a term is simply "common".
+# The same Okapi BM25 as SQLite's (``documents.retrieval.sqlite_fts``: K1, B, the idf, the terms
+# that score), so both databases rank a query's hits alike. A term's frequency in a chunk is
+# ts_rank_cd of that one term with every weight 1 and no normalisation (one per occurrence); a
+# chunk's length is its search text's words, the tenant's average length that of its first
+# LENGTH_SAMPLE entries. (ts_rank_cd weighted by idf once stood here: each occurrence counted
+# alike, so a chunk saying one of a Chinese query's bigrams four times came before the chunk
+# holding three others once each.) Counting stops at the caps: past them a term is "common".
 DF_CAP = 5_000
-# Terms in more than this share of the tenant's chunks select no candidates themselves (they
-# still score the candidates the other terms select), unless the query has nothing rarer.
+# Terms in more than this share of the tenant's chunks neither select nor score candidates,
+# unless the query has nothing rarer.
 COMMON_SHARE = 0.2
 # Past DF_CAP / COMMON_SHARE chunks, the total no longer changes which terms are common; idf
 # then uses this capped total (the order of idf values, which is what ranks, stays the same).
@@ -135,7 +140,13 @@ N_CAP = int(DF_CAP / COMMON_SHARE)
 # The most rows one query ranks: bounded work even for a query of only common words.
 SCAN_CAP = 10_000
 
-TOTAL_SQL = "SELECT count(*) FROM (SELECT 1 FROM documents_indexentry WHERE tenant_id = %s LIMIT %s) n"
+# Past this many entries the average length is that of a sample: it only scales the length norm.
+LENGTH_SAMPLE = 1_000
+TOTAL_SQL = f"""
+SELECT (SELECT count(*) FROM (SELECT 1 FROM documents_indexentry WHERE tenant_id = %s LIMIT %s) n),
+       (SELECT avg({term_count("s.search_text")}) FROM (SELECT search_text FROM documents_indexentry
+        WHERE tenant_id = %s LIMIT %s) s)
+"""
 DF_SQL = """
 SELECT array_agg((SELECT count(*) FROM (SELECT 1 FROM documents_indexentry e WHERE e.tenant_id = %s
                   AND e.{tsv} @@ to_tsquery('simple', u.t) LIMIT %s) x) ORDER BY u.i)
@@ -170,44 +181,49 @@ def common_terms() -> dict[str, float]:
     return cached[1]
 
 
-RANK_SQL = """
-WITH w AS MATERIALIZED (SELECT to_tsquery('simple', u.t) AS q, u.idf
-                        FROM unnest(%s::text[], %s::float8[]) AS u(t, idf)),
-cand AS (SELECT e.id, e.{tsv} AS tsv FROM documents_indexentry e {join}
-         WHERE {where} AND e.{tsv} @@ to_tsquery('simple', %s) LIMIT %s)
-SELECT c.id, (SELECT sum(w.idf * ts_rank_cd(c.tsv, w.q, 1)) FROM w) AS s FROM cand c
-ORDER BY s DESC, c.id LIMIT %s
+# Each candidate's BM25 over the selecting terms: w holds each term's query and idf.
+BM25_SQL = f"""
+SELECT c.id, (SELECT sum(f.idf * f.tf * {K1 + 1} / (f.tf + {K1} * ({1 - B} + {B} * c.len / %s)))
+              FROM (SELECT w.idf, ts_rank_cd(array[1, 1, 1, 1]::float4[], c.tsv, w.q, 0) AS tf FROM w) f) AS s
+FROM cand c ORDER BY s DESC, c.id LIMIT %s
 """
-
-RARE_RANK_SQL = """
+RANK_SQL = f"""
 WITH w AS MATERIALIZED (SELECT to_tsquery('simple', u.t) AS q, u.idf
                         FROM unnest(%s::text[], %s::float8[]) AS u(t, idf)),
-m AS MATERIALIZED (SELECT e.id, e.tenant_id, e.document_id, e.version_id, e.{tsv} AS tsv
+cand AS (SELECT e.id, e.{{tsv}} AS tsv, {term_count("e.search_text")} AS len
+         FROM documents_indexentry e {{join}}
+         WHERE {{where}} AND e.{{tsv}} @@ to_tsquery('simple', %s) LIMIT %s)
+{BM25_SQL}"""
+
+RARE_RANK_SQL = f"""
+WITH w AS MATERIALIZED (SELECT to_tsquery('simple', u.t) AS q, u.idf
+                        FROM unnest(%s::text[], %s::float8[]) AS u(t, idf)),
+m AS MATERIALIZED (SELECT e.id, e.tenant_id, e.document_id, e.version_id, e.{{tsv}} AS tsv,
+                          {term_count("e.search_text")} AS len
                    FROM documents_indexentry e
-                   WHERE e.tenant_id = %s AND e.{tsv} @@ to_tsquery('simple', %s)),
-cand AS (SELECT e.id, e.tsv FROM m e {join} WHERE {where} LIMIT %s)
-SELECT c.id, (SELECT sum(w.idf * ts_rank_cd(c.tsv, w.q, 1)) FROM w) AS s FROM cand c
-ORDER BY s DESC, c.id LIMIT %s
-"""
+                   WHERE e.tenant_id = %s AND e.{{tsv}} @@ to_tsquery('simple', %s)),
+cand AS (SELECT e.id, e.tsv, e.len FROM m e {{join}} WHERE {{where}} LIMIT %s)
+{BM25_SQL}"""
 
 
-def tenant_rows(tenant_id: int) -> int:
-    """The tenant's index entries, counted up to ``N_CAP`` (reused for ``COMMON_TERMS_TTL``:
-    it moves the idf of every term alike, and only while the tenant is small)."""
+def tenant_rows(tenant_id: int) -> tuple[int, float]:
+    """The tenant's index entries, counted up to ``N_CAP``, and their average length in words
+    (of the first ``LENGTH_SAMPLE``); reused for ``COMMON_TERMS_TTL`` once the count reaches the
+    cap: they move the score of every entry alike, and only while the tenant is small."""
     key = (connection.settings_dict.get("HOST"), connection.settings_dict.get("NAME"), tenant_id)
     now = time.monotonic()
     cached = _tenant_rows.get(key)
     if cached is None or now - cached[0] > COMMON_TERMS_TTL or cached[1] < N_CAP:
-        [(n,)] = fetch(TOTAL_SQL, [tenant_id, N_CAP])
-        cached = _tenant_rows[key] = (now, int(n))
-    return cached[1]
+        [(n, length)] = fetch(TOTAL_SQL, [tenant_id, N_CAP, tenant_id, LENGTH_SAMPLE])
+        cached = _tenant_rows[key] = (now, int(n), max(float(length or 0), 1.0))
+    return cached[1], cached[2]
 
 
-_tenant_rows: dict[Any, tuple[float, int]] = {}
+_tenant_rows: dict[Any, tuple[float, int, float]] = {}
 
 
 def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
-    n = tenant_rows(scope.tenant_id)
+    n, average_length = tenant_rows(scope.tenant_id)
     # In a large tenant (N_CAP rows or more), a term among the column's most common lexemes is
     # not counted: counting it would read its posting list of up to every row (the GIN index
     # cannot stop at DF_CAP), and the statistics say it is in more rows than the cap anyway
@@ -225,22 +241,23 @@ def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
     present = [(tsquery([t]), int(df_of[t])) for t in tokens if df_of.get(t)]
     if not present:
         return []
-    idf = [math.log(1 + (n - df + 0.5) / (df + 0.5)) for _, df in present]
     # A count that reached its cap is common too: past the cap the true frequency is unknown.
     common = min(COMMON_SHARE * n, DF_CAP - 1)
-    selective = [t for t, df in present if df <= common] or [t for t, _ in present]
+    # As on SQLite, the common terms neither select nor score rows when the query has rarer ones.
+    selective = [(t, df) for t, df in present if df <= common] or present
+    terms = [t for t, _ in selective]
+    weights = [math.log(1 + (n - df + 0.5) / (df + 0.5)) for _, df in selective]
     where, params = scope_sql(scope)
-    terms, weights = [t for t, _ in present], idf
-    if all(df_of_term < DF_CAP for t, df_of_term in present if t in selective):
+    if all(df < DF_CAP for _, df in selective):
         # Each selecting term is in fewer than DF_CAP of the tenant's rows: take their rows from
         # the GIN index first, then the scope. Left to itself the planner may go through the
         # scope's documents and test every one of their entries' text instead (10% of 1M
         # chunks is 100,000 tests).
         sql = RARE_RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
-        args = [terms, weights, scope.tenant_id, " | ".join(selective), *params, SCAN_CAP, limit]
+        args = [terms, weights, scope.tenant_id, " | ".join(terms), *params, SCAN_CAP, average_length, limit]
     else:
         sql = RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
-        args = [terms, weights, *params, " | ".join(selective), SCAN_CAP, limit]
+        args = [terms, weights, *params, " | ".join(terms), SCAN_CAP, average_length, limit]
     rows = fetch(sql, args)
     return [(int(i), float(s)) for i, s in rows]
 

@@ -4,8 +4,8 @@ Three implementations, chosen per connection by :func:`search_index`:
 
 - :class:`SQLiteIndex`: FTS5 for words, ranked by BM25 on the tenant's own counts
   (``documents.retrieval.sqlite_fts``), sqlite-vec's exact distances for meaning;
-- :class:`PostgresIndex`: PostgreSQL full text (``tsvector``, ``ts_rank_cd`` weighted by BM25
-  idf); without the ``vector`` extension meaning ranks every vector of the scope by its binary
+- :class:`PostgresIndex`: PostgreSQL full text (``tsvector``, ranked by the same BM25 as
+  SQLite's); without the ``vector`` extension meaning ranks every vector of the scope by its binary
   code (sign bits, Hamming distance) in the database, then the nearest by their full vectors
   (``documents.retrieval.codes``);
 - :class:`PgvectorIndex`: the same full text, and meaning through pgvector (an HNSW graph per

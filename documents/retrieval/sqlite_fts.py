@@ -26,11 +26,9 @@ import sqlite3
 import threading
 
 from documents.retrieval import backends
-from documents.retrieval.backends import COMMON_SHARE, JOIN_DOCUMENT, Ranked, Scope
+from documents.retrieval.backends import COMMON_SHARE, JOIN_DOCUMENT, K1, B, Ranked, Scope
 from documents.retrieval.schema import FTS, STATS, TOKENIZE, term_count
 
-K1 = 1.2
-B = 0.75
 # A term in more of the tenant's rows than this is common whatever the share.
 COMMON_ROWS = 20_000
 

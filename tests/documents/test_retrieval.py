@@ -4,6 +4,7 @@ filters inside the query, the probe, and the one removal path taking the full-te
 
 from __future__ import annotations
 
+import math
 import os
 from io import StringIO
 from pathlib import Path
@@ -17,8 +18,11 @@ from django.test.utils import CaptureQueriesContext
 from documents.causes import INDEX_WRITE_FAILED
 from documents.models import ChunkVector, DocumentVersion, IndexEntry
 from documents.retrieval import pgvector
+from documents.retrieval.backends import Scope
+from documents.retrieval.index import search_index
 from documents.retrieval.schema import FTS
 from documents.retrieval.sqlite_fts import tenant_counts, tenant_term
+from documents.retrieval.text import query_tokens
 from documents.search import search
 from documents.services.publish import remove_outputs
 from documents.stages.index import probe
@@ -109,6 +113,58 @@ def test_a_chinese_query_finds_its_chunk_by_character_bigrams_in_every_mode():
         assert hits and hits[0].version_id == versions["harbor-zh.txt"].pk, mode
     single = search(tenant, "馆", k=3, mode="lexical")
     assert [h.version_id for h in single] == [versions["library.txt"].pk]
+
+
+# A query's bigrams: one of them four times in one chunk, three others once each in another.
+REPEATS_ONE = "公司的食堂很大。公司的停车场在东边。公司的班车早上七点出发。公司的年会在十二月。"
+HOLDS_THREE = "员工被辞退以后能拿到经济赔偿金。律师说明了计算方法和申请的时间。"
+DISMISSAL = "被公司辞退能拿多少赔偿"
+
+
+def bm25(tenant, tokens: list[str]) -> dict[int, float]:
+    """Okapi BM25 (k1 1.2, b 0.75, the idf that never goes negative) of the tenant's entries for
+    ``tokens``, computed here from their search texts, on the terms in at most a fifth of them
+    (all the query's terms the tenant holds when none is that rare)."""
+    entries = {e.pk: e.search_text.split() for e in IndexEntry.objects.filter(tenant=tenant)}
+    n = len(entries)
+    average = sum(map(len, entries.values())) / n
+    df = {t: sum(t in words for words in entries.values()) for t in tokens}
+    present = [t for t in tokens if df[t]]
+    terms = [t for t in present if df[t] <= 0.2 * n] or present
+    scores = {}
+    for pk, words in entries.items():
+        score = 0.0
+        for t in terms:
+            tf = words.count(t)
+            idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+            score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(words) / average))
+        if score:
+            scores[pk] = score
+    return scores
+
+
+def test_a_chunk_with_more_of_a_chinese_querys_bigrams_outranks_one_repeating_a_single_bigram():
+    # PostgreSQL once ranked by ts_rank_cd (each occurrence counting alike, no saturation):
+    # the chunk saying 公司 four times came before the one holding 辞退, 能拿 and 赔偿.
+    tenant = make_tenant("acme")
+    for name, text in CHINESE.items():
+        ingest(tenant, text, name)
+    repeats = ingest(tenant, REPEATS_ONE, "canteen.txt")
+    holds = ingest(tenant, HOLDS_THREE, "dismissal.txt")
+    for mode in ("lexical", "hybrid"):
+        hits = search(tenant, DISMISSAL, k=5, mode=mode)
+        assert [h.version_id for h in hits[:2]] == [holds.pk, repeats.pk], mode
+
+
+def test_both_databases_rank_full_text_by_the_same_bm25(library):
+    tenant = library.tenant
+    for name, text in {**CHINESE, "canteen.txt": REPEATS_ONE, "dismissal.txt": HOLDS_THREE}.items():
+        ingest(tenant, text, name)
+    for query in (DISMISSAL, "budget report of the harbor", f"{RARE} staff", "港口的渔船"):
+        tokens = query_tokens(query)
+        ranked = search_index().lexical(Scope(tenant_id=tenant.pk, embedder=""), tokens, 50)
+        expected = bm25(tenant, tokens)
+        assert dict(ranked) == pytest.approx(expected, rel=1e-6), query
 
 
 def test_document_ids_and_where_fragments_run_inside_the_query_so_k_is_kept(library):
