@@ -125,11 +125,14 @@ def documents_sql(scope: Scope) -> tuple[str, list[Any]] | None:
 
 # The same Okapi BM25 as SQLite's (``documents.retrieval.sqlite_fts``: K1, B, the idf, the terms
 # that score), so both databases rank a query's hits alike. A term's frequency in a chunk is
-# ts_rank_cd of that one term with every weight 1 and no normalisation (one per occurrence); a
-# chunk's length is its search text's words, the tenant's average length that of its first
-# LENGTH_SAMPLE entries. (ts_rank_cd weighted by idf once stood here: each occurrence counted
-# alike, so a chunk saying one of a Chinese query's bigrams four times came before the chunk
-# holding three others once each.) Counting stops at the caps: past them a term is "common".
+# ts_rank_cd of that one term with every weight 1 and no normalisation (one per occurrence). A
+# chunk's length in words is read from its tsvector too: ts_rank_cd of the query divided by the
+# same rank normalised by length (flag 2: the positions it holds, one per word of the search
+# text); reading the search text instead cost four times as much per candidate. The tenant's
+# average length is that of its first LENGTH_SAMPLE entries. (ts_rank_cd weighted by idf once
+# stood here: each occurrence counted alike, so a chunk saying one of a Chinese query's bigrams
+# four times came before the chunk holding three others once each.) Counting stops at the caps:
+# past them a term is "common".
 DF_CAP = 5_000
 # Terms in more than this share of the tenant's chunks neither select nor score candidates,
 # unless the query has nothing rarer.
@@ -142,10 +145,10 @@ SCAN_CAP = 10_000
 
 # Past this many entries the average length is that of a sample: it only scales the length norm.
 LENGTH_SAMPLE = 1_000
-TOTAL_SQL = f"""
-SELECT (SELECT count(*) FROM (SELECT 1 FROM documents_indexentry WHERE tenant_id = %s LIMIT %s) n),
-       (SELECT avg({term_count("s.search_text")}) FROM (SELECT search_text FROM documents_indexentry
-        WHERE tenant_id = %s LIMIT %s) s)
+COUNT_SQL = "SELECT count(*) FROM (SELECT 1 FROM documents_indexentry WHERE tenant_id = %s LIMIT %s) n"
+LENGTH_SQL = f"""
+SELECT avg({term_count("s.search_text")}) FROM (SELECT search_text FROM documents_indexentry
+WHERE tenant_id = %s LIMIT %s) s
 """
 DF_SQL = """
 SELECT array_agg((SELECT count(*) FROM (SELECT 1 FROM documents_indexentry e WHERE e.tenant_id = %s
@@ -181,42 +184,53 @@ def common_terms() -> dict[str, float]:
     return cached[1]
 
 
-# Each candidate's BM25 over the selecting terms: w holds each term's query and idf.
+# Each candidate's BM25 over the selecting terms: w holds each term's query and idf, the
+# parameters are the tenant's average length, the selecting query and the limit.
+UNIT = "array[1, 1, 1, 1]::float4[]"
 BM25_SQL = f"""
 SELECT c.id, (SELECT sum(f.idf * f.tf * {K1 + 1} / (f.tf + {K1} * ({1 - B} + {B} * c.len / %s)))
-              FROM (SELECT w.idf, ts_rank_cd(array[1, 1, 1, 1]::float4[], c.tsv, w.q, 0) AS tf FROM w) f) AS s
-FROM cand c ORDER BY s DESC, c.id LIMIT %s
+              FROM (SELECT w.idf, ts_rank_cd({UNIT}, c.tsv, w.q, 0) AS tf FROM w) f) AS s
+FROM (SELECT cand.id, cand.tsv,
+             round(ts_rank_cd({UNIT}, cand.tsv, a.q, 0)
+                   / nullif(ts_rank_cd({UNIT}, cand.tsv, a.q, 2), 0)) AS len
+      FROM cand, (SELECT to_tsquery('simple', %s) AS q) a) c
+ORDER BY s DESC, c.id LIMIT %s
 """
 RANK_SQL = f"""
 WITH w AS MATERIALIZED (SELECT to_tsquery('simple', u.t) AS q, u.idf
                         FROM unnest(%s::text[], %s::float8[]) AS u(t, idf)),
-cand AS (SELECT e.id, e.{{tsv}} AS tsv, {term_count("e.search_text")} AS len
-         FROM documents_indexentry e {{join}}
+cand AS (SELECT e.id, e.{{tsv}} AS tsv FROM documents_indexentry e {{join}}
          WHERE {{where}} AND e.{{tsv}} @@ to_tsquery('simple', %s) LIMIT %s)
 {BM25_SQL}"""
 
 RARE_RANK_SQL = f"""
 WITH w AS MATERIALIZED (SELECT to_tsquery('simple', u.t) AS q, u.idf
                         FROM unnest(%s::text[], %s::float8[]) AS u(t, idf)),
-m AS MATERIALIZED (SELECT e.id, e.tenant_id, e.document_id, e.version_id, e.{{tsv}} AS tsv,
-                          {term_count("e.search_text")} AS len
+m AS MATERIALIZED (SELECT e.id, e.tenant_id, e.document_id, e.version_id, e.{{tsv}} AS tsv
                    FROM documents_indexentry e
                    WHERE e.tenant_id = %s AND e.{{tsv}} @@ to_tsquery('simple', %s)),
-cand AS (SELECT e.id, e.tsv, e.len FROM m e {{join}} WHERE {{where}} LIMIT %s)
+cand AS (SELECT e.id, e.tsv FROM m e {{join}} WHERE {{where}} LIMIT %s)
 {BM25_SQL}"""
 
 
 def tenant_rows(tenant_id: int) -> tuple[int, float]:
-    """The tenant's index entries, counted up to ``N_CAP``, and their average length in words
-    (of the first ``LENGTH_SAMPLE``); reused for ``COMMON_TERMS_TTL`` once the count reaches the
-    cap: they move the score of every entry alike, and only while the tenant is small."""
+    """The tenant's index entries, counted up to ``N_CAP``, and their average length in words (of
+    the first ``LENGTH_SAMPLE``). Reused for ``COMMON_TERMS_TTL``: the count once it reaches the
+    cap, the average unless the count moved below ``LENGTH_SAMPLE`` (where the sample is the
+    whole tenant). Both move the score of every entry alike."""
     key = (connection.settings_dict.get("HOST"), connection.settings_dict.get("NAME"), tenant_id)
     now = time.monotonic()
     cached = _tenant_rows.get(key)
-    if cached is None or now - cached[0] > COMMON_TERMS_TTL or cached[1] < N_CAP:
-        [(n, length)] = fetch(TOTAL_SQL, [tenant_id, N_CAP, tenant_id, LENGTH_SAMPLE])
-        cached = _tenant_rows[key] = (now, int(n), max(float(length or 0), 1.0))
-    return cached[1], cached[2]
+    stale = cached is None or now - cached[0] > COMMON_TERMS_TTL
+    if cached is not None and not stale and cached[1] >= N_CAP:
+        return cached[1], cached[2]
+    [(n,)] = fetch(COUNT_SQL, [tenant_id, N_CAP])
+    if cached is not None and not stale and (n == cached[1] or min(n, cached[1]) >= LENGTH_SAMPLE):
+        _tenant_rows[key] = (cached[0], int(n), cached[2])
+    else:
+        [(length,)] = fetch(LENGTH_SQL, [tenant_id, LENGTH_SAMPLE])
+        _tenant_rows[key] = (now, int(n), max(float(length or 0), 1.0))
+    return _tenant_rows[key][1], _tenant_rows[key][2]
 
 
 _tenant_rows: dict[Any, tuple[float, int, float]] = {}
@@ -247,6 +261,7 @@ def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
     selective = [(t, df) for t, df in present if df <= common] or present
     terms = [t for t, _ in selective]
     weights = [math.log(1 + (n - df + 0.5) / (df + 0.5)) for _, df in selective]
+    selecting = " | ".join(terms)
     where, params = scope_sql(scope)
     if all(df < DF_CAP for _, df in selective):
         # Each selecting term is in fewer than DF_CAP of the tenant's rows: take their rows from
@@ -254,10 +269,11 @@ def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
         # scope's documents and test every one of their entries' text instead (10% of 1M
         # chunks is 100,000 tests).
         sql = RARE_RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
-        args = [terms, weights, scope.tenant_id, " | ".join(terms), *params, SCAN_CAP, average_length, limit]
+        args = [terms, weights, scope.tenant_id, selecting, *params]
     else:
         sql = RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
-        args = [terms, weights, *params, " | ".join(terms), SCAN_CAP, average_length, limit]
+        args = [terms, weights, *params, selecting]
+    args += [SCAN_CAP, average_length, selecting, limit]
     rows = fetch(sql, args)
     return [(int(i), float(s)) for i, s in rows]
 
