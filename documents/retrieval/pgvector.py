@@ -4,8 +4,9 @@ When the server offers the ``vector`` extension, the search schema (``schema.ens
 and adds ``ChunkVector.embedding vector`` (no fixed dimension: each embedder has its own). The
 embedding stage then writes the vector there, and only there (``ChunkVector.vector`` stays empty:
 one copy). Each embedder gets a partial expression index over the vector at half precision,
-``hnsw ((embedding::halfvec(D)) halfvec_cosine_ops) WHERE embedder = '<name>'``, created the
-first time a worker embeds with it; queries repeat that expression so the planner can use it.
+``hnsw ((embedding::halfvec(D)) halfvec_cosine_ops) WITH (m = 32, ef_construction = 128) WHERE
+embedder = '<name>'`` (``HNSW_M``, ``HNSW_EF_CONSTRUCTION``), created the first time a worker
+embeds with it; queries repeat that expression so the planner can use it.
 Half precision halves the graph's size (about 1 GB for 1M vectors of 384 dimensions instead of
 2 GB), so more of it stays in memory and each step of a search reads half the bytes; the
 candidates it finds are ordered again by their full-precision distance.
@@ -84,18 +85,42 @@ def literal(vector: npt.NDArray[np.float32]) -> str:
     return "[" + ",".join(map(repr, vector.tolist())) + "]"  # tolist: Python floats, as float(x)
 
 
+# The graph's build parameters (pgvector's defaults are m = 16, ef_construction = 64). Each vector
+# keeps up to 2 x HNSW_M links and the build weighs HNSW_EF_CONSTRUCTION candidates for them: on
+# the benchmark's clustered vectors at 300k (bench/README.md, "The graph's recall: realistic
+# queries and a larger graph"), at ef_search 1,000, the defaults' graph kept 0.84-0.85 of the
+# exact top 10 on the worst-case queries and 0.90-0.92 on the realistic ones, this one 0.93 and
+# 0.97, for a build about 2.2 times as long.
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 128
+
+
 def index_name(embedder: str) -> str:
-    return "documents_chunkvector_hnswh_" + hashlib.sha256(embedder.encode()).hexdigest()[:12]
+    # The name says the index's shape: a change of shape is a new name, which ``build_indexes``
+    # builds beside the old one before dropping it.
+    return "documents_chunkvector_hnswm_" + hashlib.sha256(embedder.encode()).hexdigest()[:12]
 
 
-def _old_index_name(embedder: str) -> str:
-    # The first index (full-precision ``vector``), replaced by the half-precision one.
-    return "documents_chunkvector_hnsw_" + hashlib.sha256(embedder.encode()).hexdigest()[:12]
+def _old_index_names(embedder: str) -> list[str]:
+    # The indexes it replaces: full precision (``vector``), then half precision with pgvector's
+    # default build parameters.
+    digest = hashlib.sha256(embedder.encode()).hexdigest()[:12]
+    return [f"documents_chunkvector_hnsw_{digest}", f"documents_chunkvector_hnswh_{digest}"]
 
 
 def indexed(dimension: int, column: str = f"v.{COLUMN}") -> str:
     """The indexed expression: the vector at half precision (``halfvec``)."""
     return f"({column}::halfvec({int(dimension)}))"
+
+
+def _create_index(name: str, dimension: int, *, concurrently: bool = False) -> str:
+    """``CREATE INDEX`` of the HNSW index ``name`` (its embedder is the statement's parameter)."""
+    how = "CONCURRENTLY" if concurrently else "IF NOT EXISTS"
+    return (
+        f"CREATE INDEX {how} {name} ON documents_chunkvector USING hnsw "
+        f"({indexed(dimension, COLUMN)} halfvec_cosine_ops) "
+        f"WITH (m = {int(HNSW_M)}, ef_construction = {int(HNSW_EF_CONSTRUCTION)}) WHERE embedder = %s"
+    )
 
 
 def ensure_index(connection: Any, embedder: str, dimension: int) -> None:
@@ -110,12 +135,9 @@ def ensure_index(connection: Any, embedder: str, dimension: int) -> None:
             # Two workers may race here: the loser's CREATE fails, and the index exists anyway.
             try:
                 with transaction.atomic(using=connection.alias):
-                    cursor.execute(
-                        f"CREATE INDEX IF NOT EXISTS {name} ON documents_chunkvector USING hnsw "
-                        f"({indexed(dimension, COLUMN)} halfvec_cosine_ops) WHERE embedder = %s",
-                        [embedder],
-                    )
-                    cursor.execute(f"DROP INDEX IF EXISTS {_old_index_name(embedder)}")
+                    cursor.execute(_create_index(name, dimension), [embedder])
+                    for old in _old_index_names(embedder):
+                        cursor.execute(f"DROP INDEX IF EXISTS {old}")
             except Exception:
                 cursor.execute("SELECT 1 FROM pg_class WHERE relname = %s", [name])
                 if cursor.fetchone() is None:
@@ -152,12 +174,9 @@ def build_indexes(connection: Any) -> list[str]:
                 continue
             if row is not None:  # a concurrent build that was interrupted leaves an invalid index
                 cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-            cursor.execute(
-                f"CREATE INDEX CONCURRENTLY {name} ON documents_chunkvector USING hnsw "
-                f"({indexed(int(dimension), COLUMN)} halfvec_cosine_ops) WHERE embedder = %s",
-                [embedder],
-            )
-            cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {_old_index_name(embedder)}")
+            cursor.execute(_create_index(name, int(dimension), concurrently=True), [embedder])
+            for old in _old_index_names(embedder):
+                cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {old}")
             done.append(f"{embedder}: built index {name} ({int(dimension)} dimensions)")
     return done
 
@@ -196,11 +215,12 @@ MIN_RERANK = 400
 # the probe) candidates are found in the graph's first pass; pgvector caps it at 1,000.
 OVERSAMPLE = 10
 MAX_EF_SEARCH = 1000
-# ... and never fewer than this: sized for recall, not only for the share. On the benchmark's
-# synthetic vectors at 200k (bench/README.md, "Search with access lists"), filtered 50 % or not,
-# ef_search 100-200 keeps 0.55-0.65 of the exact top 10, 400 keeps 0.78, 1,000 keeps 0.88, for
-# about 10 ms more per search at 400.
-MIN_EF_SEARCH = 400
+# ... and never fewer than this: sized for recall, not only for the share, so the graph pass
+# always searches pgvector's cap. On the benchmark's clustered vectors at 300k (bench/README.md,
+# "The graph's recall: realistic queries and a larger graph"), with the graph built as below,
+# filtered 50 % or not, 400 kept 0.87 of the exact top 10 on the worst-case queries and 0.93 on
+# the realistic ones; 1,000 keeps 0.93 and 0.97, for a few ms more per search.
+MIN_EF_SEARCH = 1000
 # The filtered pass fetches this many times the wanted rows, to re-order them by full precision.
 FETCH = 2
 

@@ -220,6 +220,8 @@ def test_each_vector_is_stored_once_where_the_dense_ranking_of_this_database_rea
                 "SELECT 1 FROM pg_class WHERE relname = %s", [pgvector.index_name(vectors.get().embedder)]
             )
             assert cursor.fetchone() is not None
+        # Built with the graph's own parameters, not pgvector's defaults (m 16, ef_construction 64).
+        assert _index_options(pgvector.index_name(vectors.get().embedder)) == GRAPH_OPTIONS
         assert bytes(vectors.get().vector) == b""
     else:
         assert not pgvector.enabled(connection)
@@ -293,6 +295,17 @@ def _index_state(name: str) -> bool | None:
     return None if row is None else bool(row[0])
 
 
+GRAPH_OPTIONS = {"m": "32", "ef_construction": "128"}
+
+
+def _index_options(name: str) -> dict[str, str]:
+    """The storage options the index ``name`` was built with."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = %s", [name])
+        options = cursor.fetchone()[0] or []
+    return dict(option.split("=", 1) for option in options)
+
+
 # The module's tests run with transaction=True: CREATE INDEX CONCURRENTLY runs outside a transaction.
 def test_search_index_rebuilds_an_embedders_vector_index_in_its_current_shape(library, monkeypatch):
     out = StringIO()
@@ -300,9 +313,11 @@ def test_search_index_rebuilds_an_embedders_vector_index_in_its_current_shape(li
         call_command("search_index", stdout=out)
         assert "Nothing to build" in out.getvalue()
         return
-    # A database upgraded from the full-precision index: the new one is missing, the old is there.
+    # A database upgraded from the earlier indexes (full precision, then half precision with
+    # pgvector's default build parameters): the new one is missing, the old ones are there.
     embedder = ChunkVector.objects.filter(version=library.long).get().embedder
-    new, old = pgvector.index_name(embedder), pgvector._old_index_name(embedder)
+    new = pgvector.index_name(embedder)
+    full, half = pgvector._old_index_names(embedder)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT vector_dims(embedding) FROM documents_chunkvector WHERE embedder = %s LIMIT 1", [embedder]
@@ -310,14 +325,20 @@ def test_search_index_rebuilds_an_embedders_vector_index_in_its_current_shape(li
         dimension = cursor.fetchone()[0]
         cursor.execute(f"DROP INDEX {new}")
         cursor.execute(
-            f"CREATE INDEX {old} ON documents_chunkvector USING hnsw "
+            f"CREATE INDEX {full} ON documents_chunkvector USING hnsw "
             f"((embedding::vector({dimension})) vector_cosine_ops) WHERE embedder = %s",
             [embedder],
         )
-    assert (_index_state(new), _index_state(old)) == (None, True)
+        cursor.execute(
+            f"CREATE INDEX {half} ON documents_chunkvector USING hnsw "
+            f"((embedding::halfvec({dimension})) halfvec_cosine_ops) WHERE embedder = %s",
+            [embedder],
+        )
+    assert (_index_state(new), _index_state(full), _index_state(half)) == (None, True, True)
     call_command("search_index", stdout=out)
     assert f"{embedder}: built index {new}" in out.getvalue()
-    assert (_index_state(new), _index_state(old)) == (True, None)
+    assert (_index_state(new), _index_state(full), _index_state(half)) == (True, None, None)
+    assert _index_options(new) == GRAPH_OPTIONS
     # Run again: nothing to do; and the dense ranking answers through the rebuilt index.
     again = StringIO()
     call_command("search_index", stdout=again)
