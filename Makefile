@@ -5,6 +5,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
+# Tests run with bytecode written (an environment may set PYTHONDONTWRITEBYTECODE): without it
+# every pytest worker compiles the project and assertion-rewrites every test module again on each
+# run (about 5 s of each worker's start), and every parsing sandbox child compiles the parsers.
+unexport PYTHONDONTWRITEBYTECODE
 # Every dependency (runtime + the dev extra) pinned with its hashes, resolved from pyproject.toml's
 # ranges for CPython 3.11 on linux x86_64; see docs/upgrading-dependencies.md.
 LOCK   := requirements.lock
@@ -70,15 +74,18 @@ lint: setup
 
 # While working: unit + integration tests on SQLite (no subprocess cluster, no browser, no
 # hostile-input or chaos runs, no model or OCR engine loaded), a short stateful run, on two
-# pytest-xdist workers, one test file per worker at a time (module-scoped servers start once).
-# Budget: under 2 minutes of wall time on 2 idle cores, so under 4 CPU-minutes in all (`time`
-# prints both); a test that needs more belongs to a slower tier. FAST_WORKERS=0 runs it in this
-# process.
+# pytest-xdist workers that take tests, not whole files, from each other's queue when theirs runs
+# out (no module-scoped server in this tier; a file of one long property run would otherwise be
+# the tail of the run).
+# Budget: under 2 minutes of wall time on 2 idle cores, so under 4 CPU-minutes in all; `time`
+# prints the wall time and the pytest processes' CPU, not the parsing sandbox children's (about
+# 700 here, 0.1 CPU-second each, in bubblewrap's PID namespace: docs/testing.md). A test that
+# needs more belongs to a slower tier. FAST_WORKERS=0 runs it in this process.
 FAST_WORKERS ?= 2
 FAST  := not cluster and not browser and not reliability and not slow
 SLOW  := (cluster or browser or slow) and not reliability
 test-fast: setup
-	time env -u DATABASE_URL STATEFUL_EXAMPLES=8 $(PYTEST) -q -n $(FAST_WORKERS) --dist loadfile -m "$(FAST)"
+	time env -u DATABASE_URL STATEFUL_EXAMPLES=8 $(PYTEST) -q -n $(FAST_WORKERS) --dist worksteal -m "$(FAST)"
 
 # A whole pass on one database in three runs: the fast tier, then the slower tiers (cluster,
 # browser, model and OCR tests) on two workers, then the hostile-input and chaos runs alone, as

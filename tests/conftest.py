@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socketserver
 import subprocess
 import sys
 import threading
@@ -176,6 +177,15 @@ def race(functions: list[Callable[[], Any]]) -> list[Any]:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads), "a racing thread did not finish within 60 s"
     return results
+
+
+def serve_in_thread(server: socketserver.BaseServer) -> threading.Thread:
+    """Run a test's HTTP server on a daemon thread; ``server.shutdown()`` stops it. The loop looks
+    for that request every 0.05 s: at the default half second, each test that stopped a server
+    waited that long at its end."""
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    return thread
 
 
 def database_url() -> str:

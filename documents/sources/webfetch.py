@@ -29,7 +29,7 @@ import httpx
 from django.conf import settings
 from django.utils.translation import gettext_noop
 
-from documents.outbound import Network, TargetRefused, check_url, in_networks, is_public, pinned
+from documents.outbound import Network, TargetRefused, check_url, in_networks, is_public, pinned, tls_context
 from documents.sources.connectors import Refused
 
 USER_AGENT = "document-platform-sources/1"
@@ -217,7 +217,10 @@ async def _exchange(
     with anyio.fail_after(remaining):
         async with (
             httpx.AsyncClient(
-                timeout=httpx.Timeout(remaining), follow_redirects=False, trust_env=False
+                timeout=httpx.Timeout(remaining),
+                follow_redirects=False,
+                trust_env=False,
+                verify=tls_context(),
             ) as client,
             client.stream("GET", target, headers=headers, extensions={"sni_hostname": host}) as response,
         ):

@@ -35,7 +35,7 @@ from standardwebhooks.webhooks import Webhook
 from documents.credentials import SecretUnreadable
 from documents.limiter import DatabaseLimiter
 from documents.models import WebhookAttempt, WebhookEndpoint, WebhookMessage
-from documents.outbound import TargetRefused, check_url, is_public, pinned
+from documents.outbound import TargetRefused, check_url, is_public, pinned, tls_context
 from jobs.broker import enqueue_broker
 from jobs.errors import StageFailure
 
@@ -195,7 +195,10 @@ async def _post(target: str, content: bytes, headers: dict[str, str], host: str,
     with anyio.fail_after(remaining):
         async with (
             httpx.AsyncClient(
-                timeout=httpx.Timeout(remaining), follow_redirects=False, trust_env=False
+                timeout=httpx.Timeout(remaining),
+                follow_redirects=False,
+                trust_env=False,
+                verify=tls_context(),
             ) as client,
             client.stream(
                 "POST", target, content=content, headers=headers, extensions={"sni_hostname": host}

@@ -30,6 +30,7 @@ from jobs import pipelines
 from jobs.context import StageContext
 from jobs.executor import run_job
 from jobs.models import Job
+from tests.conftest import serve_in_thread
 
 # --- state through the services -----------------------------------------------------------------
 
@@ -267,8 +268,7 @@ def embeddings_server(
     script: list[Reply] | None = None, *, default: Reply = OK, dimension: int = 256
 ) -> Iterator[EmbeddingsServer]:
     server = EmbeddingsServer(script, default=default, dimension=dimension)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
+    thread = serve_in_thread(server)
     try:
         yield server
     finally:

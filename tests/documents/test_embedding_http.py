@@ -21,6 +21,7 @@ import pytest
 
 from documents.embedders.http import HttpEmbedder, LocalLimiter
 from jobs.errors import StageFailure
+from tests.conftest import serve_in_thread
 from tests.timing import hold_for
 
 API_KEY = "sk-test-5ecret-KEY-0123456789"
@@ -123,8 +124,7 @@ class ProviderHandler(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def provider() -> Iterator[Provider]:
     server = Provider()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server)
     yield server
     server.shutdown()
     server.server_close()

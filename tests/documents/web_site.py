@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.conftest import serve_in_thread
+
 
 @dataclass
 class Page:
@@ -95,8 +97,7 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def serve(host: str = "127.0.0.1") -> Iterator[Site]:
     site = Site(host)
-    thread = threading.Thread(target=site.serve_forever, daemon=True)
-    thread.start()
+    thread = serve_in_thread(site)
     try:
         yield site
     finally:

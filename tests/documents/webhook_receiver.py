@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.conftest import serve_in_thread
+
 
 @dataclass(frozen=True)
 class Delivery:
@@ -78,8 +80,7 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def receiver(replies: list[int] | None = None, default: int = 200) -> Iterator[Receiver]:
     server = Receiver(replies or [], default)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server)
     try:
         yield server
     finally:
