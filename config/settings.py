@@ -405,6 +405,9 @@ SOURCES_WEB_LISTING_TIMEOUT = env_float("SOURCES_WEB_LISTING_TIMEOUT", 240)
 SOURCES_WEB_MAX_PAGES = env_int("SOURCES_WEB_MAX_PAGES", 1000)
 SOURCES_WEB_MAX_DEPTH = env_int("SOURCES_WEB_MAX_DEPTH", 10)
 SOURCES_WEB_MAX_PAGE_BYTES = env_int("SOURCES_WEB_MAX_PAGE_BYTES", 10 * 1024 * 1024)
+# The longest robots.txt "Crawl-delay" honoured, in seconds (a longer one is cut to this): the
+# waits count against SOURCES_WEB_LISTING_TIMEOUT, so a slow site's listing stays bounded.
+SOURCES_WEB_MAX_CRAWL_DELAY = env_float("SOURCES_WEB_MAX_CRAWL_DELAY", 5)
 # The request body limit, checked before authentication (config/body_limit.py, documents/uploads.py):
 # the upload limit plus room for the multipart envelope and form fields.
 REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", DOCUMENTS_MAX_UPLOAD_BYTES + 1024 * 1024)

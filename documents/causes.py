@@ -257,6 +257,18 @@ WEB_UNAVAILABLE = Cause(
     user_retryable=True,
     rule=RetryRule(max_attempts=1),
 )
+WEB_TOO_SLOW = Cause(
+    "web_too_slow",
+    _(
+        "The source's web site asks for a pause between pages (its robots.txt Crawl-delay) too "
+        "long to read them within the time one sync may take. Nothing was changed; lower the page "
+        "limit or ask an operator."
+    ),
+    UserAction.CONTACT_OPERATOR,
+    transient=False,
+    user_retryable=True,
+    rule=RetryRule(max_attempts=1),
+)
 SYNC_QUEUE_FULL = Cause(
     "sync_queue_full",
     _(

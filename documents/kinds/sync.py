@@ -19,6 +19,7 @@ from documents.causes import (
     SOURCE_GONE,
     SYNC_QUEUE_FULL,
     SYNC_RUNNING,
+    WEB_TOO_SLOW,
     WEB_UNAVAILABLE,
 )
 from documents.kinds import SYNC
@@ -70,6 +71,7 @@ PIPELINE = Pipeline(
         SOURCE_GONE,
         FOLDER_UNAVAILABLE,
         BUCKET_UNAVAILABLE,
+        WEB_TOO_SLOW,
         WEB_UNAVAILABLE,
         SYNC_RUNNING,
         SYNC_QUEUE_FULL,

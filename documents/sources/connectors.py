@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from django.utils.translation import gettext_noop
 
@@ -88,6 +88,15 @@ class Connector(Protocol):
     def exists(self, key: str) -> bool:
         """Whether the item is (still, or again) in the source."""
         ...
+
+
+@runtime_checkable
+class Paced(Protocol):
+    """A connector that waits between its requests (the web kind keeps a site's Crawl-delay).
+    The sync gives it the stage's pause: a wait that is a safe point, so a cancel, a lost lease
+    or a shutdown stops it at once, and that holds no transaction."""
+
+    def use_pause(self, pause: Callable[[float], None]) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ When the job finishes, ``documents/sources/finish.py`` records the counts and th
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
@@ -32,7 +34,7 @@ from documents.principals import Viewer
 from documents.services.access import AccessInputError, check_principals, documents_access_set
 from documents.services.delete import document_delete
 from documents.services.upload import QUOTA_EXCEEDED, UploadResult, document_upload
-from documents.sources.connectors import LISTING_FAILURES, Connector, Listed, Refused
+from documents.sources.connectors import LISTING_FAILURES, Connector, Listed, Paced, Refused
 from documents.sources.credentials import credentials_of
 from documents.sources.models import Source, SourceItem, SourceSync
 from documents.sources.registry import kind_of
@@ -52,6 +54,8 @@ NEW, CHANGED, REMOVED, UNCHANGED, FAILED, FORGET = (
 )
 COUNT_KEYS = ("found", NEW, CHANGED, REMOVED, UNCHANGED, FAILED)
 PROGRESS_EVERY = 200
+# How often a pause looks at the flags a cancel, a lost lease or the stage deadline set.
+PAUSE_STEP = 0.05
 
 
 def _load(ctx: StageContext) -> tuple[SourceSync, Source]:
@@ -73,14 +77,32 @@ def _load(ctx: StageContext) -> tuple[SourceSync, Source]:
     return sync, sync.source
 
 
-def _connect(source: Source) -> Connector:
+def _connect(source: Source, ctx: StageContext) -> Connector:
     """The source opened for this stage; the sync fails with the kind's "unavailable" cause when
     it cannot be reached or is no longer allowed."""
     kind = kind_of(source.kind)
     try:
-        return kind.connect(source, credentials_of(source))
+        connector = kind.connect(source, credentials_of(source))
     except Refused as refused:
         raise StageFailure(kind.unavailable.code, f"source refused: {refused.code}") from None
+    if isinstance(connector, Paced):
+        connector.use_pause(_pause_of(ctx))
+    return connector
+
+
+def _pause_of(ctx: StageContext) -> Callable[[float], None]:
+    """A wait that is a safe point all along: a cancel (set by the heartbeat thread) ends it at
+    once with :class:`~jobs.errors.CancelRequested`; a lost lease or the stage deadline within
+    :data:`PAUSE_STEP`. No transaction is open while it waits."""
+
+    def pause(seconds: float) -> None:
+        until = time.monotonic() + seconds
+        while (left := until - time.monotonic()) > 0:
+            ctx.check()
+            ctx.cancel_requested.wait(min(left, PAUSE_STEP))
+        ctx.check()
+
+    return pause
 
 
 def _hold_lease(ctx: StageContext) -> None:
@@ -98,7 +120,7 @@ def _hold_lease(ctx: StageContext) -> None:
 def sync_list(ctx: StageContext) -> None:
     """Stage ``list``: every item of the source with its marker, on the sync row."""
     sync, source = _load(ctx)
-    connector = _connect(source)
+    connector = _connect(source, ctx)
     listing: list[list[str]] = []
     for entry in connector.listing():
         if len(listing) % PROGRESS_EVERY == 0:
@@ -113,7 +135,7 @@ def sync_compare(ctx: StageContext) -> None:
     """Stage ``compare``: the plan, by marker and then content hash (only of items whose marker
     moved: an unchanged source costs one stat per item and no read)."""
     sync, source = _load(ctx)
-    connector = _connect(source)
+    connector = _connect(source, ctx)
     known = {
         key: (marker, sha, document_id, deleted_at is None, removed_at)
         for key, marker, sha, document_id, deleted_at, removed_at in SourceItem.objects.filter(
@@ -176,7 +198,7 @@ def planned_counts(plan: list[list[str]], *, found: int) -> dict[str, int]:
 def sync_apply(ctx: StageContext) -> None:
     """Stage ``apply``: each planned item once, from the checkpoint on."""
     sync, source = _load(ctx)
-    connector = _connect(source)
+    connector = _connect(source, ctx)
     todo = [entry for entry in sync.plan if entry[1] != UNCHANGED]
     start = int(ctx.checkpoint.get("next", 0))
     if not todo:

@@ -5,18 +5,26 @@ URLs or by the site's sitemap, each an item keyed by its canonical URL.
   and ``page_limit`` (defaults and caps from the operator's ``SOURCES_WEB_*`` settings);
   ``include_prefix`` (only pages whose path starts with it are items). Credentials: a bearer
   token or one header, sent to the site's own origin only.
-- **Listing**: robots.txt honoured (for :data:`~documents.sources.webfetch.USER_AGENT`); links of
-  HTML pages found with selectolax (the HTML parser's library); at most ``page_limit`` pages read
-  and ``SOURCES_WEB_LISTING_TIMEOUT`` seconds spent. A start page, sitemap or robots.txt that
-  cannot be read fails the sync (``web_unavailable``) and changes nothing: an unreadable site
-  never looks like a site whose pages are all gone.
+- **Listing**: robots.txt honoured (for :data:`~documents.sources.webfetch.USER_AGENT`), with its
+  ``Crawl-delay`` kept between requests (at most ``SOURCES_WEB_MAX_CRAWL_DELAY``; the waits count
+  against the listing's time and a cancel ends them at once); a page's ``noindex`` (its
+  ``<meta name="robots">`` or ``X-Robots-Tag``) keeps it out of the items and ``nofollow`` keeps
+  its links unfollowed; links of HTML pages found with selectolax (the HTML parser's library); a
+  sitemap may be a sitemap index and gzipped (unpacked within the page size limit); at most
+  ``page_limit`` pages read and ``SOURCES_WEB_LISTING_TIMEOUT`` seconds spent. A start page,
+  sitemap or robots.txt that cannot be read fails the sync (``web_unavailable``) and changes
+  nothing: an unreadable site never looks like a site whose pages are all gone.
 - **Marker**: the answer's ``ETag`` and ``Last-Modified``, else the SHA-256 of the body; the sync
-  then compares content hashes as for any kind.
+  then compares content hashes as for any kind. A re-sync asks for a page whose links are not
+  needed with ``If-None-Match`` / ``If-Modified-Since`` from its stored marker: a 304 keeps the
+  marker, with no body read.
 - **Items**: the page's bytes uploaded as a file named for its type (``.html``, ``.txt``, ``.md``,
   ``.pdf``, ``.docx``), so the normal pipeline parses it in its sandbox. A page of another type,
   over the size limit or answering with an error is a per-item failure with its code.
 
-Every request goes through ``documents/sources/webfetch.py`` (SSRF rules, one deadline, size cap).
+Every request goes through ``documents/sources/webfetch.py`` (SSRF rules, one deadline, size cap);
+the site's own rules (robots.txt, directives, conditional headers, gzip) are
+``documents/sources/webrules.py``'s.
 """
 
 # long-module: the kind's settings, its crawl and sitemap listing and its connector share the
@@ -28,9 +36,8 @@ import hashlib
 import io
 import re
 import time
-import urllib.robotparser
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -41,18 +48,29 @@ from django.utils.translation import gettext_noop
 from selectolax.lexbor import LexborHTMLParser
 
 from documents import parsers
-from documents.causes import WEB_UNAVAILABLE
+from documents.causes import WEB_TOO_SLOW, WEB_UNAVAILABLE
 from documents.parsers.content import decode_text
 from documents.sources.connectors import MAX_KEY_LENGTH, Fetched, Listed, Refused, SourceKind
+from documents.sources.models import SourceItem
 from documents.sources.webfetch import (
-    USER_AGENT,
     Answer,
     Site,
     allowed_networks,
+    always,
     canonical,
     get,
-    never,
     origin_of,
+)
+from documents.sources.webrules import (
+    GZIP_MAGIC,
+    NOFOLLOW,
+    NOINDEX,
+    Robots,
+    conditional_headers,
+    gunzip,
+    header_directives,
+    load_robots,
+    meta_directives,
 )
 from jobs.errors import StageFailure
 
@@ -66,7 +84,6 @@ DEFAULT_PAGE_LIMIT = 100
 MAX_START_URLS = 20
 MAX_PREFIX = 500
 MAX_SITEMAPS = 50
-ROBOTS_MAX_BYTES = 512 * 1024
 MAX_MARKER = 200
 # The marker of a page the listing could not read (an error answer, a timeout): compared again,
 # and a page never applied is tried by the apply stage, where its failure is recorded.
@@ -281,46 +298,15 @@ def headers_of(credentials: dict[str, str]) -> dict[str, str]:
     return headers
 
 
-# --- robots.txt ----------------------------------------------------------------------------------
-
-
-class Robots:
-    """The site's robots.txt rules for our user agent (none: every page allowed)."""
-
-    def __init__(self, parser: urllib.robotparser.RobotFileParser | None) -> None:
-        self.parser = parser
-
-    def allows(self, url: str) -> bool:
-        return self.parser is None or self.parser.can_fetch(USER_AGENT, url)
-
-
-def load_robots(site: Site, root: str, deadline: float) -> Robots:
-    """The rules of ``root``'s robots.txt: none when it is missing (a 4xx) or redirects off the
-    site; :class:`Refused` when it cannot be read now (an error answer, a timeout), since guessing
-    would either crawl what the site forbids or drop every page."""
-    try:
-        answer = get(root + "robots.txt", site, max_bytes=ROBOTS_MAX_BYTES, deadline=deadline)
-    except Refused as refused:
-        if refused.code == "redirect_off_site":
-            return Robots(None)
-        raise
-    if 400 <= answer.status < 500:
-        return Robots(None)
-    if not answer.ok or answer.body is None:
-        raise Refused("robots_unavailable", gettext_noop("The site's robots.txt could not be read."))
-    parser = urllib.robotparser.RobotFileParser()
-    parser.parse(answer.body[:ROBOTS_MAX_BYTES].decode("utf-8", "replace").splitlines())
-    return Robots(parser)
-
-
 # --- listing -------------------------------------------------------------------------------------
 
 
-def links_of(body: bytes, base: str) -> list[str]:
-    """The canonical URLs an HTML page links to (``<a href>``, after its ``<base href>``)."""
+def read_html(body: bytes, base: str) -> tuple[list[str], set[str]]:
+    """The canonical URLs an HTML page links to (``<a href>``, after its ``<base href>``) and the
+    directives of its ``<meta name="robots">``."""
     decoded = decode_text(body)
     if decoded is None:
-        return []
+        return [], set()
     tree = LexborHTMLParser(decoded.text)
     base_node = tree.css_first("base[href]")
     if base_node is not None:
@@ -330,17 +316,62 @@ def links_of(body: bytes, base: str) -> list[str]:
         url = canonical(node.attributes.get("href") or "", base)
         if url is not None:
             found.append(url)
-    return found
+    return found, meta_directives(tree)
 
 
 def _unavailable(detail: str) -> StageFailure:
     return StageFailure(WEB_UNAVAILABLE.code, detail)
 
 
-class Lister:
-    """One listing of a site: the crawl from its start URLs or the entries of its sitemap."""
+Pause = Callable[[float], None]
 
-    def __init__(self, site: Site, config: dict[str, Any]) -> None:
+
+class Pacer:
+    """The site's ``Crawl-delay`` kept between one stage's requests. ``pause`` waits; the sync
+    gives one that is a safe point (a cancel stops it at once), holding no transaction."""
+
+    def __init__(self, pause: Pause = time.sleep) -> None:
+        self.pause = pause
+        self.delay = 0.0
+        self.last: float | None = None
+
+    def due(self) -> float:
+        """Seconds until the next request may go."""
+        if not self.delay or self.last is None:
+            return 0.0
+        return max(0.0, self.last + self.delay - time.monotonic())
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """One request: after the delay since the last one ended (so the site has the whole
+        delay however long an answer took)."""
+        if (left := self.due()) > 0:
+            self.pause(left)
+        try:
+            yield
+        finally:
+            self.last = time.monotonic()
+
+
+def _directives_of(answer: Answer, body_directives: set[str]) -> set[str]:
+    return header_directives(answer.headers) | body_directives
+
+
+class Lister:
+    """One listing of a site: the crawl from its start URLs or the entries of its sitemap.
+
+    ``known``: each item's marker as last applied; a page whose marker holds an ETag or a
+    Last-Modified date and whose links are not needed is asked for conditionally, and a 304
+    keeps its marker without a body."""
+
+    def __init__(
+        self,
+        site: Site,
+        config: dict[str, Any],
+        *,
+        known: dict[str, str] | None = None,
+        pacer: Pacer | None = None,
+    ) -> None:
         self.site = site
         self.config = config
         self.prefix = str(config.get("include_prefix") or "")
@@ -350,6 +381,8 @@ class Lister:
         self.seen: set[str] = set()
         self.requests = 0
         self.robots = Robots(None)
+        self.known = known or {}
+        self.pacer = pacer or Pacer()
 
     def inside(self, url: str) -> bool:
         return self.site.holds(url) and urlsplit(url).path.startswith(self.prefix)
@@ -357,9 +390,11 @@ class Lister:
     def run(self) -> list[Listed]:
         first = str(self.config.get("sitemap") or self.config["start_urls"][0])
         try:
-            self.robots = load_robots(self.site, canonical("/", first) or first, self.deadline)
+            with self.pacer.turn():
+                self.robots = load_robots(self.site, canonical("/", first) or first, self.deadline)
         except Refused as refused:
             raise _unavailable(f"robots.txt: {refused.code}") from None
+        self.pacer.delay = self.robots.delay()
         if self.config.get("sitemap"):
             for url in self.sitemap_entries(str(self.config["sitemap"])):
                 if self.requests >= self.limit:
@@ -379,31 +414,60 @@ class Lister:
                     self.seen.add(link)
                     queue.append((link, depth + 1))
 
+    @contextmanager
+    def _turn(self) -> Iterator[None]:
+        """One request after the site's Crawl-delay, within the listing's time (failing at once
+        when the delay would outlast it)."""
+        if time.monotonic() + self.pacer.due() >= self.deadline:
+            if self.pacer.delay:
+                raise StageFailure(
+                    WEB_TOO_SLOW.code,
+                    f"a Crawl-delay of {self.pacer.delay:g} s outlasts SOURCES_WEB_LISTING_TIMEOUT",
+                )
+            raise _unavailable("the listing took longer than SOURCES_WEB_LISTING_TIMEOUT")
+        with self.pacer.turn():
+            yield
+
     def visit(self, url: str, *, depth: int, start: bool, crawl: bool) -> list[str]:
-        """Read one page: list it (if it is inside the prefix) and answer its links to follow."""
+        """Read one page: list it (if it is inside the prefix and the page allows it) and answer
+        its links to follow (unless the page says ``nofollow``)."""
         if time.monotonic() >= self.deadline:
             raise _unavailable("the listing took longer than SOURCES_WEB_LISTING_TIMEOUT")
         if not self.robots.allows(url) or len(url) > MAX_KEY_LENGTH:
             return []
         self.requests += 1
         follow = crawl and depth < int(self.config.get("max_depth") or 0)
+        # Unchanged since it was applied (a 304): its marker stays. Not for a page whose links
+        # are wanted, since a 304 has no body to find them in.
+        conditional = {} if follow else conditional_headers(self.known.get(url))
 
         def wants_body(status: int, headers: httpx.Headers) -> bool:
             html = headers.get("content-type", "").split(";", 1)[0].strip().lower() in (
                 "text/html",
                 "application/xhtml+xml",
             )
-            return 200 <= status < 300 and ((follow and html) or not _has_marker(headers))
+            # An HTML page's body is read for its links and its <meta name="robots">.
+            return 200 <= status < 300 and (html or not _has_marker(headers))
 
         try:
-            answer = get(
-                url, self.site, wants_body=wants_body, max_bytes=max_page_bytes(), deadline=self.deadline
-            )
+            with self._turn():
+                answer = get(
+                    url,
+                    self.site,
+                    wants_body=wants_body,
+                    max_bytes=max_page_bytes(),
+                    deadline=self.deadline,
+                    conditional=conditional,
+                )
         except Refused as refused:
             if start:
                 raise _unavailable(f"start page: {refused.code}") from None
             if refused.code != "redirect_off_site" and self.inside(url):
                 self.found.setdefault(url, UNREAD)  # tried again by the apply stage, or kept
+            return []
+        if answer.status == 304 and conditional and answer.url == url:
+            self.seen.add(url)
+            self.found[url] = self.known[url]
             return []
         if not answer.ok:
             if start:
@@ -413,17 +477,26 @@ class Lister:
             return []
         key = answer.url
         self.seen.add(key)
-        if self.inside(key) and self.robots.allows(key) and len(key) <= MAX_KEY_LENGTH:
+        readable = answer.body is not None and not answer.too_large and is_html(answer)
+        links, meta = read_html(answer.body, key) if readable and answer.body is not None else ([], set())
+        directives = _directives_of(answer, meta)
+        if (
+            NOINDEX not in directives
+            and self.inside(key)
+            and self.robots.allows(key)
+            and len(key) <= MAX_KEY_LENGTH
+        ):
             self.found[key] = marker_of(answer.headers, answer.body if not answer.too_large else None)
-        if not follow or answer.body is None or answer.too_large or not is_html(answer):
+        if not follow or NOFOLLOW in directives or not readable:
             return []
         if not start and not self.inside(key):
             return []
-        return links_of(answer.body, key)
+        return links
 
     def sitemap_entries(self, url: str) -> list[str]:
         """The site's pages a sitemap (or a sitemap index, one level) lists, in its order, up to
-        the page limit; :class:`StageFailure` when a sitemap cannot be read."""
+        the page limit; :class:`StageFailure` when a sitemap cannot be read. A sitemap may be
+        gzipped (``.xml.gz``, or sent with ``Content-Encoding: gzip``)."""
         entries: list[str] = []
         sitemaps, index = [url], 0
         while index < len(sitemaps) and index <= MAX_SITEMAPS and len(entries) < self.limit:
@@ -444,15 +517,25 @@ class Lister:
 
     def _sitemap(self, url: str) -> Any:
         try:
-            answer = get(url, self.site, max_bytes=max_page_bytes(), deadline=self.deadline)
+            with self._turn():
+                answer = get(url, self.site, max_bytes=max_page_bytes(), deadline=self.deadline, gzip=True)
         except Refused as refused:
             raise _unavailable(f"sitemap: {refused.code}") from None
         if not answer.ok or answer.body is None or answer.too_large:
             raise _unavailable(f"sitemap: HTTP {answer.status}")
+        body = answer.body
         try:
-            return SafeXML.fromstring(
-                answer.body, forbid_dtd=True, forbid_entities=True, forbid_external=True
-            )
+            # Sent gzipped, and a .xml.gz file besides: at most two layers, each within the limit.
+            for _layer in range(2):
+                if answer.gzipped or body.startswith(GZIP_MAGIC):
+                    body = gunzip(body, max_page_bytes())
+                    answer = Answer(answer.url, answer.status, answer.headers, body, False)
+        except ValueError as refused:
+            raise _unavailable(f"sitemap: gzip {refused}") from None
+        if body.startswith(GZIP_MAGIC):
+            raise _unavailable("sitemap: gzip layers within gzip layers")
+        try:
+            return SafeXML.fromstring(body, forbid_dtd=True, forbid_entities=True, forbid_external=True)
         except Exception:  # defusedxml's refusals and the XML parser's errors alike
             raise _unavailable("sitemap: not a readable sitemap") from None
 
@@ -461,32 +544,52 @@ class Lister:
 
 
 class WebConnector:
-    """A web source opened for one stage (``connectors.Connector``)."""
+    """A web source opened for one stage (``connectors.Connector``, and ``connectors.Paced``: its
+    requests keep the site's Crawl-delay, waiting with the stage's pause)."""
 
-    def __init__(self, site: Site, config: dict[str, Any]) -> None:
+    def __init__(self, site: Site, config: dict[str, Any], source_id: Any = None) -> None:
         self.site = site
         self.config = config
+        self.source_id = source_id
+        self.pacer = Pacer()
         self._robots: Robots | None = None
+
+    def use_pause(self, pause: Pause) -> None:
+        self.pacer.pause = pause
 
     def robots(self) -> Robots:
         if self._robots is None:
             first = str(self.config.get("sitemap") or self.config["start_urls"][0])
-            self._robots = load_robots(
-                self.site, canonical("/", first) or first, time.monotonic() + settings.SOURCES_WEB_TIMEOUT
-            )
+            with self.pacer.turn():
+                self._robots = load_robots(
+                    self.site, canonical("/", first) or first, time.monotonic() + settings.SOURCES_WEB_TIMEOUT
+                )
+            self.pacer.delay = self._robots.delay()
         return self._robots
 
+    def known(self) -> dict[str, str]:
+        """Each item's marker as last applied (for conditional requests)."""
+        if self.source_id is None:
+            return {}
+        return dict(
+            SourceItem.objects.filter(source_id=self.source_id, document__isnull=False)
+            .exclude(marker="")
+            .values_list("key", "marker")
+        )
+
     def listing(self) -> Iterator[Listed | tuple[str, str]]:
-        yield from Lister(self.site, self.config).run()
+        yield from Lister(self.site, self.config, known=self.known(), pacer=self.pacer).run()
 
     def _read(self, key: str) -> tuple[Answer, bytes, str]:
         """The page's answer, body and upload extension: :class:`Refused` for one that may not or
-        cannot be read now, ``OSError`` for one that is gone (or moved) since the listing."""
+        cannot be read now, ``OSError`` for one that is gone (or moved, or marked ``noindex``)
+        since the listing."""
         if not self.robots().allows(key):
             raise Refused(
                 "robots_disallowed", gettext_noop("The site's robots.txt no longer allows this page.")
             )
-        answer = get(key, self.site, max_bytes=max_page_bytes(), follow=False)
+        with self.pacer.turn():
+            answer = get(key, self.site, max_bytes=max_page_bytes(), follow=False)
         if answer.status in (404, 410) or 300 <= answer.status < 400:
             raise OSError(f"HTTP {answer.status}")
         if not answer.ok:
@@ -504,7 +607,13 @@ class WebConnector:
             )
         if answer.too_large or answer.body is None:
             raise Refused("file_too_large", gettext_noop("The page is larger than the limit for a web page."))
+        if self._noindex(answer):
+            raise OSError("noindex")
         return answer, answer.body, filename_for(key, *kind)
+
+    def _noindex(self, answer: Answer) -> bool:
+        meta = read_html(answer.body, answer.url)[1] if answer.body and is_html(answer) else set()
+        return NOINDEX in _directives_of(answer, meta)
 
     @contextmanager
     def fetch(self, key: str) -> Iterator[Fetched]:
@@ -516,14 +625,23 @@ class WebConnector:
 
     def exists(self, key: str) -> bool:
         """False only when the site says the page is gone: 404, 410, a redirect (the page it leads
-        to is an item of its own) or a robots.txt rule; kept on an error or no answer (a page on the
-        way to it may have failed this time)."""
+        to is an item of its own), a robots.txt rule or ``noindex``; kept on an error or no answer
+        (a page on the way to it may have failed this time)."""
+
+        def html_only(status: int, headers: httpx.Headers) -> bool:  # for its <meta name="robots">
+            return always(status, headers) and headers.get("content-type", "").lower().startswith(
+                ("text/html", "application/xhtml+xml")
+            )
+
         try:
             if not self.robots().allows(key):
                 return False
-            answer = get(key, self.site, wants_body=never, max_bytes=max_page_bytes(), follow=False)
+            with self.pacer.turn():
+                answer = get(key, self.site, wants_body=html_only, max_bytes=max_page_bytes(), follow=False)
         except Refused:
             return True
+        if answer.ok and not answer.too_large and self._noindex(answer):
+            return False
         return not (answer.status in (404, 410) or 300 <= answer.status < 400)
 
 
@@ -541,7 +659,7 @@ def connect(source: Source, credentials: dict[str, str]) -> WebConnector:
     site = site_of(source, credentials)
     first = str(config.get("sitemap") or config["start_urls"][0])
     site.check(first, settings.SOURCES_WEB_TIMEOUT)
-    return WebConnector(site, config)
+    return WebConnector(site, config, source.pk)
 
 
 def check_now(source: Source) -> None:

@@ -118,6 +118,9 @@ class Answer:
     body: bytes | None
     too_large: bool
     location: str = ""
+    # The body as sent with ``Content-Encoding: gzip`` (asked for with ``gzip=True`` only): still
+    # compressed, at most ``max_bytes + 1`` bytes of it.
+    gzipped: bool = False
 
     @property
     def ok(self) -> bool:
@@ -153,13 +156,18 @@ def get(
     max_bytes: int,
     follow: bool = True,
     deadline: float | None = None,
+    conditional: dict[str, str] | None = None,
+    gzip: bool = False,
 ) -> Answer:
     """GET ``url`` of ``site`` within ``SOURCES_WEB_TIMEOUT`` seconds (or by ``deadline``, a
     ``time.monotonic()`` value, if sooner), following the site's own redirects if ``follow``.
-    The body is read when ``wants_body(status, headers)`` says so. Raises :class:`Refused`."""
+    The body is read when ``wants_body(status, headers)`` says so. ``conditional`` headers
+    (``If-None-Match``, ``If-Modified-Since``) go with the first hop only: they describe ``url``,
+    not a page it redirects to. ``gzip``: the site may answer with ``Content-Encoding: gzip``
+    (the body is kept compressed, :attr:`Answer.gzipped`). Raises :class:`Refused`."""
     limit = time.monotonic() + settings.SOURCES_WEB_TIMEOUT
     deadline = limit if deadline is None else min(deadline, limit)
-    for _hop in range(MAX_REDIRECTS + 1):
+    for hop in range(MAX_REDIRECTS + 1):
         if not site.holds(url):
             raise Refused(
                 "redirect_off_site",
@@ -170,11 +178,13 @@ def get(
         headers = {
             "user-agent": USER_AGENT,
             "accept": _ACCEPT,
-            "accept-encoding": "identity",
+            "accept-encoding": "gzip, identity" if gzip else "identity",
             "host": parts.netloc,
         }
         if site.holds(url):  # the credentials go to the site's own origin and nowhere else
             headers.update(site.headers)
+        if conditional and hop == 0:
+            headers.update(conditional)
         try:
             status, answered, body, too_large = anyio.run(
                 _exchange,
@@ -184,6 +194,7 @@ def get(
                 deadline,
                 max_bytes,
                 wants_body,
+                gzip,
             )
         except (TimeoutError, httpx.TimeoutException):
             raise Refused("page_timeout", gettext_noop("The site did not answer in time.")) from None
@@ -199,7 +210,8 @@ def get(
                 )
             url = target
             continue
-        return Answer(url, status, answered, body, too_large, location)
+        encoding = answered.get("content-encoding", "").strip().lower()
+        return Answer(url, status, answered, body, too_large, location, gzipped=encoding == "gzip")
     raise Refused("too_many_redirects", gettext_noop("The page redirects too many times."))
 
 
@@ -210,6 +222,7 @@ async def _exchange(
     deadline: float,
     max_bytes: int,
     wants_body: WantsBody,
+    gzip: bool,
 ) -> tuple[int, httpx.Headers, bytes | None, bool]:
     """One request to the checked address, cancelled at ``deadline`` wherever it is (httpx's own
     timeouts bound each read, not the whole)."""
@@ -229,7 +242,8 @@ async def _exchange(
             too_large = declared.isdigit() and int(declared) > max_bytes
             if too_large or not wants_body(status, answered):
                 return status, answered, None, too_large
-            if answered.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
+            readable = ("", "identity", "gzip") if gzip else ("", "identity")
+            if answered.get("content-encoding", "identity").strip().lower() not in readable:
                 raise Refused(
                     "unsupported_encoding",
                     gettext_noop("The site sent the page in an encoding that is not read."),

@@ -4,6 +4,7 @@ address, serving scripted pages and keeping every request it got (path and heade
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ class Page:
 class Request:
     path: str
     headers: dict[str, str]
+    # When it arrived (time.monotonic()).
+    at: float = 0.0
 
 
 def html(*links: str, text: str = "", title: str = "Page") -> str:
@@ -47,6 +50,8 @@ class Site(ThreadingHTTPServer):
         # Requests from this index on wait for ``release`` before they are answered.
         self.hold_from: int | None = None
         self.release = threading.Event()
+        # The paths answered 304 Not Modified (a request whose If-None-Match is the page's ETag).
+        self.not_modified: list[str] = []
 
     @property
     def root(self) -> str:
@@ -74,7 +79,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         headers = {k.lower(): v for k, v in self.headers.items()}
         with self.server.lock:
-            self.server.requests.append(Request(self.path, headers))
+            self.server.requests.append(Request(self.path, headers, time.monotonic()))
             held = self.server.hold_from is not None and len(self.server.requests) > self.server.hold_from
             page = self.server.pages.get(self.path)
         if held:
@@ -83,6 +88,14 @@ class _Handler(BaseHTTPRequestHandler):
             page = Page("not here", "text/plain", status=404)
         if page.hang:
             self.server.stopping.wait(120)
+            return
+        etag = {k.lower(): v for k, v in page.headers.items()}.get("etag")
+        if etag and headers.get("if-none-match") == etag:
+            with self.server.lock:
+                self.server.not_modified.append(self.path)
+            self.send_response(304)
+            self.send_header("ETag", etag)
+            self.end_headers()
             return
         body = page.body.encode() if isinstance(page.body, str) else page.body
         self.send_response(page.status)

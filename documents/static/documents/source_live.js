@@ -25,7 +25,8 @@
     });
     if (running) return;
     stream.close();
-    // Failed items are listed by the page: load it once to show them.
+    // Failed items are listed by the page: load it once to show them. (Drawn here they would be
+    // in English: the page translates each failure's message, the stream carries it as stored.)
     if (sync.failures.length && !document.querySelector('[data-field="failures"]')) window.location.reload();
   }
 

@@ -1,0 +1,97 @@
+"""Sitemaps of a web source from a real HTTP server on 127.0.0.1: a gzipped sitemap index whose
+sitemaps are ``.xml.gz`` files or sent with ``Content-Encoding: gzip``, and a gzip bomb refused
+at the page size limit before it is unpacked whole."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+
+import pytest
+
+from documents.services.collections import default_collection
+from documents.sources.models import Source, SourceItem
+from documents.sources.services import source_create, sync_start
+from documents.sources.webrules import gunzip
+from jobs.models import Status
+from tests.documents.helpers import make_tenant, run_until_idle
+from tests.documents.source_helpers import sync
+from tests.documents.web_site import Page, Site, html, serve
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def site(settings) -> Iterator[Site]:
+    settings.SOURCES_WEB_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    settings.SOURCES_WEB_TIMEOUT = 3
+    settings.SOURCES_WEB_LISTING_TIMEOUT = 20
+    with serve() as server:
+        yield server
+
+
+def map_source(server: Site, path: str) -> Source:
+    tenant = make_tenant()
+    return source_create(
+        tenant=tenant,
+        collection=default_collection(tenant),
+        name="Map",
+        kind=Source.Kind.WEB,
+        config={"sitemap": server.url(path)},
+    )
+
+
+def urlset(server: Site, *paths: str) -> str:
+    locs = "".join(f"<url><loc>{server.url(p)}</loc></url>" for p in paths)
+    return f'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'
+
+
+def test_a_gzipped_sitemap_index_lists_the_pages_of_its_gzipped_sitemaps(site):
+    index = "".join(f"<sitemap><loc>{site.url(p)}</loc></sitemap>" for p in ("pages.xml.gz", "more.xml"))
+    site.pages = {
+        "/index.xml.gz": Page(
+            gzip.compress(f"<sitemapindex>{index}</sitemapindex>".encode()), "application/gzip"
+        ),
+        # A .xml.gz file, served as what it is.
+        "/pages.xml.gz": Page(gzip.compress(urlset(site, "one").encode()), "application/x-gzip"),
+        # A plain sitemap the server compresses on the way (Content-Encoding).
+        "/more.xml": Page(
+            gzip.compress(urlset(site, "two").encode()),
+            "application/xml",
+            headers={"Content-Encoding": "gzip"},
+        ),
+        "/one": Page(html(text="The lighthouse keeper logs every passing ship.")),
+        "/two": Page("The orchard's pears ripen in September.", "text/plain"),
+    }
+    done = sync(map_source(site, "index.xml.gz"))
+    assert done.counts["new"] == 2
+    assert set(SourceItem.objects.values_list("key", flat=True)) == {site.url("one"), site.url("two")}
+    asked = {r.path: r.headers.get("accept-encoding") for r in site.requests}
+    assert asked["/more.xml"] == "gzip, identity" and asked["/one"] == "identity"
+
+
+def test_a_sitemap_that_unpacks_past_the_page_limit_is_refused(site, settings):
+    settings.SOURCES_WEB_MAX_PAGE_BYTES = 200_000
+    # 50 MB of white space around one entry: about 50 KB packed, far past the limit unpacked.
+    bomb = urlset(site, "one").replace("<urlset", " " * 50_000_000 + "<urlset", 1)
+    packed = gzip.compress(bomb.encode(), compresslevel=9)
+    assert len(packed) < settings.SOURCES_WEB_MAX_PAGE_BYTES
+    site.pages = {
+        "/map.xml.gz": Page(packed, "application/gzip"),
+        "/one": Page(html(text="Never listed.")),
+    }
+    job = run_until_idle(sync_start(source=map_source(site, "map.xml.gz")).sync.job_id)
+    assert (job.status, job.error_code) == (Status.FAILED, "web_unavailable")
+    assert "/one" not in site.paths() and not SourceItem.objects.exists()
+
+
+def test_gunzip_stops_at_the_limit():
+    packed = gzip.compress(b"x" * 1_000_000)
+    assert gunzip(gzip.compress(b"x" * 1000), 1000) == b"x" * 1000
+    for data, limit, why in (
+        (packed, 999_999, "larger than the limit"),
+        (packed[:-8], 2_000_000, "cut short"),
+        (b"plain", 100, "not gzip"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            gunzip(data, limit)
