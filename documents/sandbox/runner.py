@@ -132,7 +132,7 @@ class Child:
     it sees its input as a read-only copy under ``/sandbox/input``.
     """
 
-    def __init__(self, source: str | None = None) -> None:
+    def __init__(self, source: str | None = None, *, fork_server: bool = True) -> None:
         self.staged: Path | None = None  # the worker's copy of the input the child sees
         layout = sandbox_layout()
         walls = isolation.probe(layout)
@@ -144,7 +144,7 @@ class Child:
         self.walled = walls.isolated
         # Outside the walls there is no PID namespace in which the server could end what a
         # forked child left behind: a child per input file, as before.
-        self.forked = self.walled and settings.DOCUMENTS_SANDBOX_FORK_SERVER
+        self.forked = self.walled and fork_server and settings.DOCUMENTS_SANDBOX_FORK_SERVER
         # Only what an interpreter needs: the worker's environment holds the database URL, the
         # secret key and API keys, none of which a parser of hostile bytes should be able to read.
         env = {key: value for key, value in os.environ.items() if key in _CHILD_ENV}
@@ -421,32 +421,44 @@ class CpuBudget:
             )
 
 
-# One idle child per worker process (a q2 worker runs one job at a time; tests run several
-# threads, which then start their own).
+# Entry points whose child keeps what is costly to set up between one input's calls (the OCR
+# engine's models, the open PDF: documents/sandbox/ocr_page.py): they run in a child per input
+# file even where the fork server runs, since a forked process would set it all up per page.
+WARM_CALLS = frozenset({"recognize_page"})
+
+# One idle process of each kind per worker process (a fork server, and a child per input file;
+# a q2 worker runs one job at a time; tests run several threads, which then start their own).
 _idle: list[Child] = []
 _idle_lock = threading.Lock()
 atexit.register(lambda: discard_idle())
 
 
-def _acquire(source: str | None) -> Child:
-    """The idle child when it serves the same input or is a fork server (else it is retired), or
-    a fresh one."""
-    stale = []
+def _acquire(source: str | None, fork_server: bool) -> Child:
+    """The idle process of the kind wanted when it serves the same input or is a fork server, or
+    a fresh one. An idle child of another input file is retired (its document is done); an idle
+    server waits for the next call that wants one."""
+    wanted = fork_server and settings.DOCUMENTS_SANDBOX_FORK_SERVER and sandbox_walls().isolated
+    stale: list[Child] = []
+    kept: list[Child] = []
+    child: Child | None = None
     with _idle_lock:
         while _idle:
-            child = _idle.pop()
-            mine = child.owner_pid == os.getpid() and child.alive()
-            fits = child.forked or child.source == source
-            if mine and fits and child.intact() and child.idled():
-                break
-            stale.append(child)
-        else:
-            child = None
+            candidate = _idle.pop()
+            mine = candidate.owner_pid == os.getpid() and candidate.alive()
+            usable = mine and candidate.intact() and candidate.idled()
+            fits = usable and (candidate.forked or candidate.source == source)
+            if candidate.forked != wanted:
+                (kept if fits else stale).append(candidate)
+            elif child is None and fits:
+                child = candidate
+            else:
+                stale.append(candidate)
+        _idle.extend(kept)
     for old in stale:
         if old.owner_pid == os.getpid():
             old.kill()
     if child is None:
-        return Child(source)
+        return Child(source, fork_server=fork_server)
     if child.forked and child.source != source:
         try:
             child.serve(source)
@@ -468,7 +480,7 @@ def _release(child: Child) -> None:
         return
     child.cpu_at_rest = child.tree_cpu()
     with _idle_lock:
-        if not _idle:
+        if not any(idle.forked == child.forked for idle in _idle):
             _idle.append(child)
             return
     child.kill()
@@ -490,7 +502,7 @@ def sandbox_call(
     call over its wall or CPU time, ``resource_limit``) and whatever ``check`` raises; the child
     is killed in both cases.
     """
-    child = _acquire(None if source is None else str(source))
+    child = _acquire(None if source is None else str(source), fork_server=name not in WARM_CALLS)
     try:
         return child.call(
             name,

@@ -162,3 +162,21 @@ def test_a_server_whose_folder_was_swept_is_replaced(tmp_path: Path) -> None:
     sandbox._remove_tree(swept.temp_dir)
     assert "after" in parse_text(tmp_path, "after.txt", "A harbor document after.")
     assert server() is not swept
+
+
+def test_a_warm_call_keeps_a_child_for_its_input_beside_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OCR's calls keep their engine and the open PDF between one document's pages: they get a
+    child per input file, and the server waits beside it for the next parse."""
+    monkeypatch.setattr(sandbox, "WARM_CALLS", frozenset({"test.process"}))
+    first = tmp_path / "scan.txt"
+    first.write_text("A scanned harbor page.")
+    parse_text(tmp_path, "scan.txt", "A scanned harbor page.")
+    running = server()
+    one = sandbox.sandbox_call("test.process", source=first)
+    two = sandbox.sandbox_call("test.process", source=first)
+    assert one == two  # the same warm child for the same input
+    assert {idle.forked for idle in sandbox._idle} == {True, False}
+    parse_text(tmp_path, "next.txt", "The next harbor document.")
+    assert sandbox._idle == [running]  # the other input's child retired, the server reused
