@@ -25,7 +25,8 @@ Walled in, the worker's long-lived process is a fork server (:mod:`documents.san
 ``DOCUMENTS_SANDBOX_FORK_SERVER``): it pays the interpreter start and the parsers' imports once,
 and each call runs in a process freshly forked from it, which has never seen a document; the
 server serves any input file, staged into a folder bound into its walls (one file at a time).
-Otherwise a child serves the calls of one input file, then the next file gets a fresh child.
+Otherwise, and for OCR's page calls (``WARM_CALLS``: their child keeps the engine loaded), a
+child serves the calls of one input file, then the next file gets a fresh child.
 
 Either way a worker keeps one idle process (a fresh one costs an interpreter start and the
 parsers' imports: bench/README.md, "The parsing sandbox's cost"), and one that failed, was
