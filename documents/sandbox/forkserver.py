@@ -171,8 +171,10 @@ def _chmod_retry(function: Any, path: str, _: Any) -> None:
 def main(argv: list[str]) -> int:
     cpu_seconds, address_space, parent_pid = int(argv[1]), int(argv[2]), int(argv[3])
     file_bytes, processes = int(argv[4]), int(argv[5])
-    if parent_pid:
-        return 2  # walled in only: outside a PID namespace, kill(-1) would reach the worker's user
+    # Walled in only: outside a PID namespace of its own (where it is the second process, after
+    # bubblewrap's), kill(-1) would reach every process of the worker's user.
+    if parent_pid or os.getpid() != 2:
+        return 2
     out = os.dup(1)
     os.dup2(2, 1)
     inp = sys.stdin.buffer

@@ -180,3 +180,17 @@ def test_a_warm_call_keeps_a_child_for_its_input_beside_the_server(
     assert {idle.forked for idle in sandbox._idle} == {True, False}
     parse_text(tmp_path, "next.txt", "The next harbor document.")
     assert sandbox._idle == [running]  # the other input's child retired, the server reused
+
+
+def test_the_server_refuses_to_run_outside_a_pid_namespace_of_its_own() -> None:
+    """There, ending what a call left behind (``kill(-1)``) would end every process of the
+    worker's user: the server exits before it forks anything."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "documents.sandbox.forkserver", "1", "0", "0", "0", "0"],
+        env=env,
+        input=b"",
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
