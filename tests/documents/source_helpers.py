@@ -64,3 +64,21 @@ def heartbeat_since(job_id: Any, since: Any) -> bool:
     of a cancel with its next heartbeat)."""
     beat = Job.objects.get(pk=job_id).heartbeat_at
     return beat is not None and beat >= since
+
+
+def allow_local_site(settings: Any) -> None:
+    """The test sites listen on 127.0.0.1: the operator allows that address for web sources."""
+    settings.SOURCES_WEB_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    settings.SOURCES_WEB_TIMEOUT = 3
+    settings.SOURCES_WEB_LISTING_TIMEOUT = 20
+
+
+def web_source(tenant: Tenant, config: dict[str, Any], *, name: str = "Site", **fields: Any) -> Source:
+    return source_create(
+        tenant=tenant,
+        collection=default_collection(tenant),
+        name=name,
+        kind=Source.Kind.WEB,
+        config=config,
+        **fields,
+    )

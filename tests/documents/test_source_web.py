@@ -22,8 +22,9 @@ from documents.sources.webfetch import canonical
 from jobs.models import Actor, Job, JobEvent, Status
 from jobs.services.lifecycle import job_cancel
 from tests.conftest import wait_for
+from tests.documents import source_helpers
 from tests.documents.helpers import JobThread, found_versions, make_tenant, run_until_idle, top_hit
-from tests.documents.source_helpers import heartbeat_since, sync
+from tests.documents.source_helpers import allow_local_site, heartbeat_since, sync
 from tests.documents.web_site import Page, Site, html, serve
 
 pytestmark = pytest.mark.django_db
@@ -33,10 +34,7 @@ TOKEN = "tok-7f3a9c-never-shown"
 
 @pytest.fixture
 def web(settings) -> None:
-    # The site listens on 127.0.0.1: the operator allows that address for web sources.
-    settings.SOURCES_WEB_ALLOWED_NETWORKS = ["127.0.0.1/32"]
-    settings.SOURCES_WEB_TIMEOUT = 3
-    settings.SOURCES_WEB_LISTING_TIMEOUT = 20
+    allow_local_site(settings)
 
 
 @pytest.fixture
@@ -53,14 +51,7 @@ def site(web) -> Iterator[Site]:
 
 
 def web_source(tenant, server: Site, *, credentials=None, **config) -> Source:
-    return source_create(
-        tenant=tenant,
-        collection=default_collection(tenant),
-        name="Site",
-        kind=Source.Kind.WEB,
-        config={"start_urls": [server.root], **config},
-        credentials=credentials,
-    )
+    return source_helpers.web_source(tenant, {"start_urls": [server.root], **config}, credentials=credentials)
 
 
 def keys() -> set[str]:

@@ -10,16 +10,17 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from django.utils import timezone
 
 from documents.models import Document
-from documents.services.collections import default_collection
 from documents.sources.models import Source, SourceItem
-from documents.sources.services import source_create, sync_start
+from documents.sources.services import sync_start
 from jobs.models import Actor, Job, Status
 from jobs.services.lifecycle import job_cancel
 from tests.conftest import wait_for
+from tests.documents import source_helpers
 from tests.documents.helpers import JobThread, make_tenant, run_until_idle
-from tests.documents.source_helpers import sync
+from tests.documents.source_helpers import allow_local_site, heartbeat_since, sync
 from tests.documents.web_site import Page, Site, html, serve
 
 pytestmark = pytest.mark.django_db
@@ -27,9 +28,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def web(settings) -> None:
-    settings.SOURCES_WEB_ALLOWED_NETWORKS = ["127.0.0.1/32"]
-    settings.SOURCES_WEB_TIMEOUT = 3
-    settings.SOURCES_WEB_LISTING_TIMEOUT = 20
+    allow_local_site(settings)
 
 
 @pytest.fixture
@@ -39,14 +38,7 @@ def site(web) -> Iterator[Site]:
 
 
 def web_source(server: Site, **config) -> Source:
-    tenant = make_tenant()
-    return source_create(
-        tenant=tenant,
-        collection=default_collection(tenant),
-        name="Site",
-        kind=Source.Kind.WEB,
-        config=config or {"start_urls": [server.root]},
-    )
+    return source_helpers.web_source(make_tenant(), config or {"start_urls": [server.root]})
 
 
 def keys() -> set[str]:
@@ -101,7 +93,8 @@ def test_a_cancel_during_a_crawl_delay_stops_the_listing_at_once(site, settings)
     started = time.monotonic()
     worker.start()
     wait_for(lambda: site.paths() == ["/robots.txt"], what="robots.txt, then the crawl delay")
-    time.sleep(0.3)  # into the delay
+    fetched = timezone.now()
+    wait_for(lambda: heartbeat_since(job_id, fetched), what="a heartbeat inside the crawl delay")
     job_cancel(job_id=job_id, actor=Actor.USER, actor_name="test", reason="test")
     worker.finish(timeout=30)
     assert Job.objects.get(pk=job_id).status == Status.CANCELLED

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from documents.services.collections import default_collection
 from documents.sources.models import Source, SourceItem
-from documents.sources.services import source_create, sync_start
+from documents.sources.services import sync_start
 from documents.sources.webrules import gunzip
 from jobs.models import Status
+from tests.documents import source_helpers
 from tests.documents.helpers import make_tenant, run_until_idle
-from tests.documents.source_helpers import sync
+from tests.documents.source_helpers import allow_local_site, sync
 from tests.documents.web_site import Page, Site, html, serve
 
 pytestmark = pytest.mark.django_db
@@ -23,22 +23,13 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def site(settings) -> Iterator[Site]:
-    settings.SOURCES_WEB_ALLOWED_NETWORKS = ["127.0.0.1/32"]
-    settings.SOURCES_WEB_TIMEOUT = 3
-    settings.SOURCES_WEB_LISTING_TIMEOUT = 20
+    allow_local_site(settings)
     with serve() as server:
         yield server
 
 
 def map_source(server: Site, path: str) -> Source:
-    tenant = make_tenant()
-    return source_create(
-        tenant=tenant,
-        collection=default_collection(tenant),
-        name="Map",
-        kind=Source.Kind.WEB,
-        config={"sitemap": server.url(path)},
-    )
+    return source_helpers.web_source(make_tenant(), {"sitemap": server.url(path)}, name="Map")
 
 
 def urlset(server: Site, *paths: str) -> str:
