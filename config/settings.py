@@ -197,6 +197,10 @@ def database_config() -> dict[str, Any]:
         # persistent connections there leak one per request thread.
         db["CONN_MAX_AGE"] = 0 if env_bool("DB_POOL") else env_int("DB_CONN_MAX_AGE", 0)
         db["CONN_HEALTH_CHECKS"] = True  # a restarted database is noticed before reuse
+        # The status endpoint's reads (documents/hot_reads.py) are prepared after 5 runs on a
+        # connection; the ORM binds on the client and never is. Off (DB_PREPARED_STATEMENTS=0)
+        # behind a pooler in transaction mode that cannot keep named statements.
+        prepare = {"prepare_threshold": 5 if env_bool("DB_PREPARED_STATEMENTS", True) else None}
         if env_bool("DB_POOL"):
             # The web server runs sync requests on WEB_THREADS threads (each may rank a hybrid
             # search's full text on a second connection, documents/search.py), and the event
@@ -206,6 +210,7 @@ def database_config() -> dict[str, Any]:
             db["ENGINE"] = "config.postgresql"
             pool_max = env_int("DB_POOL_MAX", max(8, 2 * WEB_THREADS + 2))
             db["OPTIONS"] = {"pool": {"min_size": 1, "max_size": pool_max}}
+        db["OPTIONS"] = {**db.get("OPTIONS", {}), **prepare}
     return db
 
 

@@ -6,8 +6,11 @@ Python (compiling a three-table join, every request) than the database took to a
 (bench/README.md, "Speed where users feel it"). Here each query's text is built once
 from the models' own metadata (so a new column is picked up without editing SQL), values go in
 as parameters, and rows come back as ordinary model instances through the same converters the
-ORM applies. The conditions are exactly those of the ORM queries they replace: the tenant
-isolation of :func:`documents.selectors.access_version_by_job` and the token lookup of
+ORM applies. On PostgreSQL they run on a server-binding cursor, so psycopg prepares each after its
+first few runs on a connection and the server stops planning them anew: planning the version read
+with its access condition took longer than running it (bench/README.md). The conditions are
+exactly those of the ORM queries they replace: the tenant isolation of
+:func:`documents.selectors.access_version_by_job` and the token lookup of
 :func:`documents.api.auth.user_for_token` (tests/api/test_hot_reads.py compares them).
 """
 
@@ -71,6 +74,29 @@ class _Part:
         return self.model.from_db(conn.alias, self.names, values)
 
 
+def _cursor() -> Any:
+    """A cursor for the hot reads. On PostgreSQL with prepared statements on (``prepare_threshold``
+    in the connection's options, ``DB_PREPARED_STATEMENTS``), one that binds parameters on the
+    server, which psycopg prepares once a query has run that many times on the connection, so
+    later runs skip the planner (the connection, and with it the statement, outlives the request
+    in the pool or with ``CONN_MAX_AGE``). The ORM's own cursors bind on the client and are never
+    prepared. Wrapped like any Django cursor: query logging and error translation are the same."""
+    if connection.vendor != "postgresql":
+        return connection.cursor()
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    if connection.connection.prepare_threshold is None:
+        return connection.cursor()
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    binding: Any = ServerBindingCursor
+    with connection.wrap_database_errors:
+        raw = binding(connection.connection)
+    # As connection.cursor() wraps its own: logged where queries are logged, errors translated.
+    connection.validate_thread_sharing()
+    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+
+
 def _joined(parts: list[_Part], tail: str) -> str:
     selected, start = [], 0
     for part in parts:
@@ -111,7 +137,7 @@ def _token_query(vendor: str) -> tuple[str, _Part, _Part, _Part]:
 def token_owner(key: str) -> tuple[Any, Token, Tenant | None] | None:
     """``(user, token, tenant or None)`` for the token ``key``, in one query; None if no such token."""
     sql, token_part, user_part, tenant_part = _token_query(connection.vendor)
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(sql, [key])
         row = cursor.fetchone()
     if row is None:
@@ -189,7 +215,7 @@ def version_with_job(
         user_id = visible_to.user_id
         sql += _visible_condition(connection.vendor)
         params += [visible_to.sees_all_already, user_id, user_id, user_key(user_id), user_id, tenant_id]
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:

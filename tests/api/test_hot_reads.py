@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import models
+from django.db import connection, models
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from documents.hot_reads import token_owner, version_with_job
 from documents.models import Document, DocumentVersion, Membership, Tenant
+from jobs.models import Job
 from tests.api.conftest import Caller, assert_error, drive
 
 pytestmark = pytest.mark.django_db
@@ -103,3 +104,22 @@ def test_a_deactivated_user_is_refused_on_the_status_endpoint(alice: Caller):
     assert alice.client.get(body["status_url"]).status_code == 200
     get_user_model().objects.filter(username="alice").update(is_active=False)
     assert_error(alice.client.get(body["status_url"]), 401, "not_authenticated")
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's prepared statements")
+def test_the_status_read_is_prepared_on_the_connection_and_answers_the_same(alice: Caller):
+    """A polled status read is planned once per connection, not on every request: after a few
+    requests it is a prepared statement of the session, and answers stay right."""
+    body = alice.uploaded()
+    drive(body["job_id"])
+    url = body["status_url"]
+    answers = [alice.client.get(url) for _ in range(8)]
+    assert {a.status_code for a in answers} == {200}
+    assert {a.json()["status"] for a in answers} == {"ready"}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE NOT from_sql")
+        prepared = [row[0] for row in cursor.fetchall()]
+    version_reads = [s for s in prepared if DocumentVersion._meta.db_table in s and Job._meta.db_table in s]
+    assert len(version_reads) == 1, prepared
+    # Another caller's ids still find nothing through the prepared statement.
+    assert alice.client.get(url.replace(body["job_id"], str(uuid.uuid4()))).status_code == 404
