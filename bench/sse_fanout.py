@@ -403,7 +403,7 @@ def main() -> int:
     cycles = args.cycles or (2 if args.quick else 4)
 
     common.header(
-        f"SSE fan-out: {' then '.join(map(str, counts))} subscribers on one uvicorn process, PostgreSQL"
+        f"SSE fan-out: {' then '.join(map(str, counts))} subscribers on one web server process, PostgreSQL"
     )
     common.print_machine()
     common.raise_nofile(max(counts) * 2 + 512)  # inherited by uvicorn and the client
@@ -421,7 +421,7 @@ def main() -> int:
             token, jobs = prepare(args.jobs)
             port = free_port()
             base = f"http://127.0.0.1:{port}"
-            say(f"\n--- server: {label} ({app}), one uvicorn process, DB_POOL=1 (pool max 8)")
+            say(f"\n--- server: {label} ({app}), one web server process, DB_POOL=1 (pool max 8)")
             server = children.start(
                 f"uvicorn-{label.split()[0]}",
                 # As deployed (manage.py serve_web serves config.asgi:application), one worker.

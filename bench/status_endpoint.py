@@ -214,7 +214,7 @@ def main() -> int:
     tool = args.loadgen if args.loadgen != "auto" else ("wrk" if shutil.which("wrk") else "python")
 
     common.header(
-        f"status endpoint: uvicorn (and gunicorn) --workers {args.workers}, DB_POOL=1, PostgreSQL; {tool}, "
+        f"status endpoint: granian (and gunicorn) --workers {args.workers}, DB_POOL=1, PostgreSQL; {tool}, "
         f"{args.connections} connections, {rounds} x {duration:g} s per endpoint"
     )
     common.print_machine()
@@ -346,10 +346,10 @@ def main() -> int:
     if "gunicorn-trivial" in results:
         shipped = round_ratios("gunicorn-trivial")
         wsgi = round_ratios("gunicorn-trivial", "gunicorn-status")
-        say("status (uvicorn) / gunicorn trivial per round: " + ", ".join(f"{x:.2f}" for x in shipped))
+        say("status (serve_web) / gunicorn trivial per round: " + ", ".join(f"{x:.2f}" for x in shipped))
         say("status (gunicorn) / gunicorn trivial per round: " + ", ".join(f"{x:.2f}" for x in wsgi))
         report.check(
-            "status as deployed (uvicorn) / trivial under gunicorn sync workers (median of round ratios)",
+            "status as deployed (serve_web) / trivial under gunicorn sync workers (median of round ratios)",
             common.median(shipped),
             0.3,
             higher_is_better=True,
@@ -358,7 +358,7 @@ def main() -> int:
         report.notes.append(
             f"status under gunicorn sync workers / trivial under gunicorn: {common.median(wsgi):.2f}x, "
             f"p99 {summary['gunicorn-status']['p99_ms']:.0f} ms; trivial: gunicorn "
-            f"{summary['gunicorn-trivial']['requests_per_s']:.0f} vs uvicorn "
+            f"{summary['gunicorn-trivial']['requests_per_s']:.0f} vs serve_web "
             f"{summary['trivial']['requests_per_s']:.0f} req/s"
         )
         if "before-status" in results:
