@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import logging
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -50,7 +51,7 @@ def bucket(seaweed: Any, s3_bucket: str, settings: Any) -> str:
     """The test's bucket with the handbook under its prefix, a "folder" key and an object
     outside the prefix; the local SeaweedFS (http, loopback) allowed."""
     settings.SOURCES_S3_ALLOW_HTTP = True
-    settings.SOURCES_S3_ALLOW_PRIVATE = True
+    settings.SOURCES_S3_ALLOWED_NETWORKS = ["127.0.0.1/32"]
     client = seaweed.client()
     for key, text in OBJECTS.items():
         client.put_object(Bucket=s3_bucket, Key=PREFIX + key, Body=text.encode())
@@ -302,3 +303,63 @@ def test_encrypt_secrets_rewrites_the_keys_after_a_secret_key_rotation(seaweed, 
         "secret_access_key": seaweed.secret_key,
     }
     assert sync(source).counts["new"] == 3
+
+
+def test_an_endpoint_no_longer_allowed_fails_the_sync_naming_no_address(seaweed, bucket, settings, caplog):
+    caplog.set_level(logging.DEBUG)
+    source = bucket_source(make_tenant(), seaweed, bucket)
+    started = sync_start(source=source).sync.job_id
+    settings.SOURCES_S3_ALLOWED_NETWORKS = ["10.0.0.0/8"]  # the operator withdraws loopback
+    job = run_until_idle(started)
+    assert job.status == Status.FAILED
+    assert job.error_code == "bucket_unavailable" and "endpoint_not_allowed" in _detail(job)
+    _no_secret("127.0.0.1", job, caplog)  # the host the user gave, never an address it resolves to
+    assert not SourceItem.objects.filter(source=source).exists()
+
+
+@pytest.fixture
+def rebinding_dns(monkeypatch: Any) -> str:
+    """A stand-in DNS server for ``s3.rebind.example`` that rebinds: the platform's check (its
+    resolver threads, ``documents/outbound.py``) is told 127.0.0.1, any later lookup 127.0.0.2."""
+    real = socket.getaddrinfo
+
+    def rebinding(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "s3.rebind.example":
+            checked = threading.current_thread().name.startswith("outbound-dns")
+            return real("127.0.0.1" if checked else "127.0.0.2", *args, **kwargs)
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    return "s3.rebind.example"
+
+
+def test_every_connection_goes_to_the_checked_address_not_a_rebound_one(seaweed, bucket, rebinding_dns):
+    port = int(seaweed.endpoint.rsplit(":", 1)[1])
+    tenant = make_tenant()
+    source = bucket_source(tenant, seaweed, bucket, config={"endpoint": f"http://{rebinding_dns}:{port}"})
+    trapped: list[int] = []
+    with socket.socket() as trap:  # where a rebound lookup leads: 127.0.0.2, not allowed
+        trap.bind(("127.0.0.2", port))
+        trap.listen(16)
+        trap.settimeout(0.05)
+
+        def catch() -> None:
+            while not stop.is_set():
+                try:
+                    connection = trap.accept()[0]
+                except OSError:
+                    continue
+                trapped.append(1)
+                connection.close()
+
+        stop = threading.Event()
+        catcher = threading.Thread(target=catch)
+        catcher.start()
+        try:
+            done = sync(source)
+        finally:
+            stop.set()
+            catcher.join()
+    assert trapped == []
+    assert done.counts["new"] == 3
+    assert SourceItem.objects.filter(source=source).count() == 3
