@@ -1,16 +1,23 @@
 """Bucket sources on a real S3 server (SeaweedFS): first sync, an unchanged re-sync that parses
 and embeds nothing, a changed object as a new version, a removed object, access lists from the
-objects' metadata, per-item refusals, a bucket that refuses or does not answer, and the keys
-re-encrypted after a ``SECRET_KEY`` rotation."""
+objects' metadata, per-item refusals, a bucket that refuses or does not answer, the keys
+re-encrypted after a ``SECRET_KEY`` rotation, and the endpoint's network rules: an address no
+longer allowed fails the sync, and every connection goes to the checked address (a stand-in DNS
+that rebinds after the check; an https front keeps the endpoint's TLS name)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -363,3 +370,104 @@ def test_every_connection_goes_to_the_checked_address_not_a_rebound_one(seaweed,
     assert trapped == []
     assert done.counts["new"] == 3
     assert SourceItem.objects.filter(source=source).count() == 3
+
+
+def _self_signed(name: str, folder: Path) -> tuple[Path, Path]:
+    """A certificate for ``name`` (its own authority) and its key, as PEM files."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "endpoint.pem", folder / "endpoint.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path
+
+
+@contextmanager
+def _tls_front(target_port: int, cert: Path, key: Path) -> Iterator[int]:
+    """An https front for the local SeaweedFS on 127.0.0.1 (TLS ended here, the bytes passed on):
+    its port."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.05)
+    stop = threading.Event()
+
+    def pipe(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                raw = listener.accept()[0]
+            except OSError:
+                continue
+            raw.settimeout(10)
+            try:
+                front = context.wrap_socket(raw, server_side=True)
+            except OSError:  # the client refused our certificate
+                raw.close()
+                continue
+            front.settimeout(None)
+            back = socket.create_connection(("127.0.0.1", target_port))
+            threading.Thread(target=pipe, args=(front, back), daemon=True).start()
+            threading.Thread(target=pipe, args=(back, front), daemon=True).start()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        server.join()
+        listener.close()
+
+
+def test_an_https_endpoint_keeps_its_tls_name_while_pinned(
+    seaweed, bucket, rebinding_dns, settings, tmp_path, monkeypatch
+):
+    """Pinned to the checked address, the connection still says and checks the endpoint's own
+    name (SNI, certificate): a certificate for that name is accepted, and an endpoint reached by
+    another name is refused although the address is the same."""
+    settings.SOURCES_S3_ALLOW_HTTP = False
+    cert, key = _self_signed(rebinding_dns, tmp_path)
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(cert))
+    port = int(seaweed.endpoint.rsplit(":", 1)[1])
+    tenant = make_tenant()
+    with _tls_front(port, cert, key) as tls_port:
+        source = bucket_source(
+            tenant, seaweed, bucket, config={"endpoint": f"https://{rebinding_dns}:{tls_port}"}
+        )
+        assert sync(source).counts["new"] == 3
+        # 127.0.0.1 as well, but by a name the certificate does not carry.
+        Source.objects.filter(pk=source.pk).update(
+            config={**source.config, "endpoint": f"https://localhost:{tls_port}"}
+        )
+        source.refresh_from_db()
+        job = _failed_sync(source)
+        assert job.error_code == "bucket_unavailable" and "bucket_unreachable" in _detail(job)
