@@ -383,10 +383,15 @@ SOURCES_ALLOWED_ROOTS = [
     p for p in os.environ.get("SOURCES_ALLOWED_ROOTS", "").split(os.pathsep) if p.strip()
 ]
 # S3-compatible bucket sources (docs/sources.md, "S3-compatible buckets"): an endpoint must be
-# https unless SOURCES_S3_ALLOW_HTTP is set, and must not resolve to a private, loopback or
-# link-local address unless SOURCES_S3_ALLOW_PRIVATE is set (a MinIO or SeaweedFS on the
-# operator's own network); checked when a source is made or changed and again at each sync.
+# https unless SOURCES_S3_ALLOW_HTTP is set, and must resolve to public addresses only, unless
+# they lie in one of SOURCES_S3_ALLOWED_NETWORKS (comma-separated, e.g. "10.20.0.0/16": a MinIO
+# or SeaweedFS on the operator's own network) or SOURCES_S3_ALLOW_PRIVATE is set (any address,
+# the cloud's metadata service included); checked when a source is made or changed and at each
+# stage of a sync, whose connections all go to the checked address.
 SOURCES_S3_ALLOW_HTTP = env_bool("SOURCES_S3_ALLOW_HTTP")
+SOURCES_S3_ALLOWED_NETWORKS = [
+    n.strip() for n in os.environ.get("SOURCES_S3_ALLOWED_NETWORKS", "").split(",") if n.strip()
+]
 SOURCES_S3_ALLOW_PRIVATE = env_bool("SOURCES_S3_ALLOW_PRIVATE")
 # Seconds to connect to a bucket's endpoint and to wait for each answer, and the attempts of one
 # request (so a dead endpoint fails a sync instead of holding a worker).

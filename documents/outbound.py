@@ -76,6 +76,17 @@ def _carried(address: str) -> Address | None:
     return ip
 
 
+def networks_of(entries: object) -> tuple[Network, ...]:
+    """The networks an operator's setting lists (an entry that is not a network allows nothing)."""
+    found: list[Network] = []
+    for text in entries if isinstance(entries, list | tuple) else ():
+        try:
+            found.append(ipaddress.ip_network(str(text).strip(), strict=False))
+        except ValueError:
+            continue
+    return tuple(found)
+
+
 def is_public(address: str) -> bool:
     """Whether ``address`` is on the public internet, judging an IPv6 address that carries an IPv4
     one (mapped, IPv4-compatible, NAT64, 6to4) by that IPv4 address."""

@@ -1,7 +1,9 @@
 """``GET /api/sources/{source_id}/events``: Server-Sent Events of a source's last sync.
 
 Each event is ``event: sync`` with ``data:`` the sync as ``GET /api/sources/{id}`` shows it under
-``last_sync`` (state, stage, progress, counts, failures), sent when it changed; the stream ends
+``last_sync`` (state, stage, progress, counts, failures), sent when it changed, its words (the
+state's label, each failed item's message and the sync's own failure) said in the language of the
+request that opened the stream, so the page draws them as they come; the stream ends
 after the sync finished. Only members of the source's workspace may open it (any other source
 is a 404, as for the source itself). The source's page follows it; the page without scripts
 reloads itself instead. The stream only notifies: the source endpoint is the truth.
@@ -19,6 +21,7 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
+from django.utils import translation
 from django.utils.translation import gettext_noop
 from django.views.decorators.csrf import csrf_exempt
 
@@ -27,6 +30,7 @@ from documents.api.output import error_body
 from documents.selectors import tenant_for
 from documents.sources.models import Source
 from documents.sources.selectors import last_sync, source_of, sync_out
+from documents.texts import localize
 from jobs.models import FINISHED
 
 
@@ -45,19 +49,30 @@ def _resolve(request: HttpRequest, source_id: str) -> tuple[int, Any, Any]:
         connection.close()
 
 
-def _read(source_pk: Any) -> tuple[dict[str, Any] | None, str, bool]:
-    """The last sync as shown, its job's id and whether it is finished (None: gone or none)."""
+def _said(shown: dict[str, Any]) -> dict[str, Any]:
+    """The sync as shown, its stored messages (the causes' and refusals' English words) said in
+    the active language, as the source's page says them."""
+    failures = [{**failure, "message": localize(failure["message"])} for failure in shown["failures"]]
+    error = shown["error"] and {**shown["error"], "message": localize(shown["error"]["message"])}
+    return {**shown, "failures": failures, "error": error}
+
+
+def _read(source_pk: Any, language: str) -> tuple[dict[str, Any] | None, str, bool]:
+    """The last sync as shown in ``language``, its job's id and whether it is finished (None:
+    gone or none)."""
     try:
         source = Source.objects.filter(pk=source_pk).first()
         sync = last_sync(source) if source is not None else None
         if sync is None:
             return None, "", True
-        return sync_out(sync), str(sync.job_id), sync.job.status in FINISHED
+        with translation.override(language):
+            shown = _said(sync_out(sync))
+        return shown, str(sync.job_id), sync.job.status in FINISHED
     finally:
         connection.close()
 
 
-async def _stream(source_pk: Any, user_id: Any) -> AsyncIterator[str]:
+async def _stream(source_pk: Any, user_id: Any, language: str) -> AsyncIterator[str]:
     keepalive = settings.SSE_KEEPALIVE_SECONDS
     ends_at = time.monotonic() + settings.SSE_MAX_STREAM_SECONDS
     if await sse_caps.astream_open(user_id) is not None:
@@ -70,7 +85,7 @@ async def _stream(source_pk: Any, user_id: Any) -> AsyncIterator[str]:
         sent: dict[str, Any] | None = None
         quiet_since = time.monotonic()
         while time.monotonic() < ends_at:
-            shown, current_job, done = await sync_to_async(_read)(source_pk)
+            shown, current_job, done = await sync_to_async(_read)(source_pk, language)
             if current_job != job_id:  # the first read, or a new sync started meanwhile
                 notify.unsubscribe(job_id, wake)
                 job_id, wake = current_job, notify.subscribe(current_job) if current_job else None
@@ -110,4 +125,6 @@ async def source_events(request: HttpRequest, source_id: str) -> HttpResponseBas
     limited = await sse_caps.arefusal_response(user_id)
     if limited is not None:
         return limited
-    return sse_caps.event_stream(_stream(source_pk, user_id))
+    # The stream is read after this view returns: its words keep the request's language.
+    language = translation.get_language() or settings.LANGUAGE_CODE
+    return sse_caps.event_stream(_stream(source_pk, user_id, language))

@@ -1,7 +1,8 @@
 """S3-compatible bucket sources (docs/sources.md, "S3-compatible buckets"), through boto3.
 
 Settings: ``endpoint`` (https; http only with ``SOURCES_S3_ALLOW_HTTP``; a private, loopback or
-link-local address only with ``SOURCES_S3_ALLOW_PRIVATE``, by the webhooks' rules; empty: AWS),
+link-local address only in ``SOURCES_S3_ALLOWED_NETWORKS`` or with ``SOURCES_S3_ALLOW_PRIVATE``,
+checked at each stage and every connection pinned to the checked address, ``s3net``; empty: AWS),
 ``region``, ``bucket`` and ``prefix``; secrets ``access_key_id`` and ``secret_access_key``.
 An item is an object under the prefix, by its key relative to the prefix, with a change marker
 of its ETag and size; "folder" keys (ending in ``/``) are left out. An object's user metadata
@@ -29,7 +30,8 @@ from django.conf import settings
 from django.utils.translation import gettext_noop
 
 from documents.causes import BUCKET_UNAVAILABLE
-from documents.outbound import TargetRefused, is_public, resolve
+from documents.outbound import TargetRefused, resolve
+from documents.sources import s3net
 from documents.sources.connectors import (
     MAX_KEY_LENGTH,
     READ_CHUNK,
@@ -71,10 +73,16 @@ def _invalid(code: str, message: str, field: str) -> NoReturn:
 
 
 def check_endpoint(endpoint: str) -> str:
-    """``endpoint`` as stored (no trailing slash), if its scheme and host are allowed now."""
+    """``endpoint`` as stored (no trailing slash), if its scheme and addresses are allowed now."""
+    return _checked(endpoint)[0]
+
+
+def _checked(endpoint: str) -> tuple[str, list[str]]:
+    """``endpoint`` as stored and the addresses its host resolves to now, every one allowed
+    (``s3net``); none for AWS itself (an empty endpoint)."""
     text = endpoint.strip()
     if not text:
-        return ""  # AWS itself, by region
+        return "", []  # AWS itself, by region
     parts = urlsplit(text)
     schemes = ("https", "http") if settings.SOURCES_S3_ALLOW_HTTP else ("https",)
     if parts.scheme not in schemes or not parts.hostname:
@@ -94,25 +102,27 @@ def check_endpoint(endpoint: str) -> str:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         _invalid("invalid_endpoint", gettext_noop("The endpoint's port is not a number."), "endpoint")
-    if not settings.SOURCES_S3_ALLOW_PRIVATE:
-        try:
-            addresses = resolve(parts.hostname, port, settings.WEBHOOK_RESOLVE_TIMEOUT)
-        except TargetRefused:
-            _invalid(
-                "endpoint_unresolvable",
-                gettext_noop("The endpoint's host could not be resolved."),
-                "endpoint",
-            )
-        if not addresses or not all(is_public(address) for address in addresses):
-            _invalid(
-                "endpoint_not_allowed",
-                gettext_noop(
-                    "The endpoint points to a private, loopback or link-local address, which the "
-                    "operator does not allow."
-                ),
-                "endpoint",
-            )
-    return text.rstrip("/")
+    try:
+        addresses = resolve(parts.hostname, port, settings.WEBHOOK_RESOLVE_TIMEOUT)
+    except TargetRefused:
+        addresses = []
+    if not addresses:
+        _invalid(
+            "endpoint_unresolvable",
+            gettext_noop("The endpoint's host could not be resolved."),
+            "endpoint",
+        )
+    networks = s3net.allowed_networks()
+    if not all(s3net.allowed(address, networks) for address in addresses):
+        _invalid(
+            "endpoint_not_allowed",
+            gettext_noop(
+                "The endpoint points to a private, loopback or link-local address, which the "
+                "operator does not allow."
+            ),
+            "endpoint",
+        )
+    return text.rstrip("/"), addresses
 
 
 def _text(config: dict[str, Any], name: str) -> str:
@@ -191,12 +201,13 @@ def clean_credentials(given: Any, stored: dict[str, str]) -> dict[str, str]:
 # --- the connector ----------------------------------------------------------------------------
 
 
-def _client(source: Source, credentials: dict[str, str]) -> Any:
+def _client(source: Source, credentials: dict[str, str], endpoint: str, addresses: list[str]) -> Any:
+    """The stage's boto3 client; with an endpoint, every connection goes to its first checked
+    address (``s3net.pin``)."""
     import boto3
     from botocore.config import Config
 
-    endpoint = str(source.config.get("endpoint") or "")
-    return boto3.client(
+    client = boto3.client(
         "s3",
         endpoint_url=endpoint or None,
         region_name=str(source.config.get("region") or DEFAULT_REGION),
@@ -211,6 +222,9 @@ def _client(source: Source, credentials: dict[str, str]) -> Any:
             user_agent_extra="document-sources",
         ),
     )
+    if endpoint:
+        s3net.pin(client, urlsplit(endpoint).hostname or "", addresses[0])
+    return client
 
 
 def _code(error: Exception) -> str:
@@ -383,8 +397,9 @@ def access_of(metadata: dict[str, str]) -> list[str] | None:
 def connect(source: Source, credentials: dict[str, str]) -> S3Connector:
     """The bucket opened for a stage: its endpoint allowed now, and the bucket answering the keys
     (a HEAD of the bucket); :class:`Refused` otherwise."""
-    check_now(source)
-    connector = S3Connector(_client(source, credentials), str(source.config["bucket"]), _prefix(source))
+    endpoint, addresses = _checked(str(source.config.get("endpoint") or ""))
+    client = _client(source, credentials, endpoint, addresses)
+    connector = S3Connector(client, str(source.config["bucket"]), _prefix(source))
     from botocore.exceptions import ClientError
 
     try:

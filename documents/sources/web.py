@@ -10,7 +10,8 @@ URLs or by the site's sitemap, each an item keyed by its canonical URL.
   against the listing's time and a cancel ends them at once); a page's ``noindex`` (its
   ``<meta name="robots">`` or ``X-Robots-Tag``) keeps it out of the items and ``nofollow`` keeps
   its links unfollowed; links of HTML pages found with selectolax (the HTML parser's library); a
-  sitemap may be a sitemap index and gzipped (unpacked within the page size limit); at most
+  sitemap may be a sitemap index and gzipped (unpacked within the page size limit), and a crawl
+  also reads the same-site sitemaps robots.txt lists (``Sitemap:``) for pages it missed; at most
   ``page_limit`` pages read and ``SOURCES_WEB_LISTING_TIMEOUT`` seconds spent. A start page,
   sitemap or robots.txt that cannot be read fails the sync (``web_unavailable``) and changes
   nothing: an unreadable site never looks like a site whose pages are all gone.
@@ -22,9 +23,8 @@ URLs or by the site's sitemap, each an item keyed by its canonical URL.
   ``.pdf``, ``.docx``), so the normal pipeline parses it in its sandbox. A page of another type,
   over the size limit or answering with an error is a per-item failure with its code.
 
-Every request goes through ``documents/sources/webfetch.py`` (SSRF rules, one deadline, size cap);
-the site's own rules (robots.txt, directives, conditional headers, gzip) are
-``documents/sources/webrules.py``'s.
+Every request goes through ``webfetch.py`` (SSRF rules, one deadline, size cap); the site's own
+rules (robots.txt, directives, conditional headers, gzip) are ``webrules.py``'s (both here).
 """
 
 # long-module: the kind's settings, its crawl and sitemap listing and its connector share the
@@ -396,13 +396,23 @@ class Lister:
             raise _unavailable(f"robots.txt: {refused.code}") from None
         self.pacer.delay = self.robots.delay()
         if self.config.get("sitemap"):
-            for url in self.sitemap_entries(str(self.config["sitemap"])):
-                if self.requests >= self.limit:
-                    break
-                self.visit(url, depth=0, start=False, crawl=False)
+            self.read_sitemaps([str(self.config["sitemap"])])
         else:
             self.crawl([str(url) for url in self.config["start_urls"]])
+            # The sitemaps the site's robots.txt lists (on this site) add the pages the crawl
+            # did not reach, within the same page limit; one that is missing lists nothing.
+            listed = [url for url in self.robots.sitemaps() if self.site.holds(url)]
+            if listed and self.requests < self.limit:
+                self.read_sitemaps(listed, missing_ok=True)
         return [Listed(key, marker) for key, marker in sorted(self.found.items())]
+
+    def read_sitemaps(self, urls: list[str], *, missing_ok: bool = False) -> None:
+        for url in self.sitemap_entries(urls, missing_ok=missing_ok):
+            if self.requests >= self.limit:
+                break
+            if url not in self.seen:
+                self.seen.add(url)
+                self.visit(url, depth=0, start=False, crawl=False)
 
     def crawl(self, starts: list[str]) -> None:
         queue = deque((url, 0) for url in starts)
@@ -493,15 +503,20 @@ class Lister:
             return []
         return links
 
-    def sitemap_entries(self, url: str) -> list[str]:
-        """The site's pages a sitemap (or a sitemap index, one level) lists, in its order, up to
-        the page limit; :class:`StageFailure` when a sitemap cannot be read. A sitemap may be
+    def sitemap_entries(self, urls: list[str], *, missing_ok: bool = False) -> list[str]:
+        """The site's pages the sitemaps ``urls`` (or sitemap indexes, one level) list, in their
+        order, up to the page limit, at most ``MAX_SITEMAPS + 1`` sitemaps read in all;
+        :class:`StageFailure` when a sitemap cannot be read. ``missing_ok``: a sitemap that is
+        missing (a 4xx, or a redirect off the site) lists nothing instead. A sitemap may be
         gzipped (``.xml.gz``, or sent with ``Content-Encoding: gzip``)."""
         entries: list[str] = []
-        sitemaps, index = [url], 0
+        sitemaps, index = list(dict.fromkeys(urls)), 0
+        roots = len(sitemaps)
         while index < len(sitemaps) and index <= MAX_SITEMAPS and len(entries) < self.limit:
-            root = self._sitemap(sitemaps[index])
+            root = self._sitemap(sitemaps[index], missing_ok=missing_ok)
             index += 1
+            if root is None:
+                continue
             for loc in root.iter():
                 if not str(loc.tag).endswith("loc") or not loc.text:
                     continue
@@ -509,18 +524,22 @@ class Lister:
                 if found is None or not self.site.holds(found):
                     continue
                 if str(root.tag).endswith("sitemapindex"):
-                    if index == 1 and found not in sitemaps:
+                    if index <= roots and found not in sitemaps:
                         sitemaps.append(found)
                 elif self.inside(found) and found not in entries:
                     entries.append(found)
         return entries[: self.limit]
 
-    def _sitemap(self, url: str) -> Any:
+    def _sitemap(self, url: str, *, missing_ok: bool = False) -> Any:
         try:
             with self._turn():
                 answer = get(url, self.site, max_bytes=max_page_bytes(), deadline=self.deadline, gzip=True)
         except Refused as refused:
+            if missing_ok and refused.code == "redirect_off_site":
+                return None
             raise _unavailable(f"sitemap: {refused.code}") from None
+        if missing_ok and 400 <= answer.status < 500:
+            return None
         if not answer.ok or answer.body is None or answer.too_large:
             raise _unavailable(f"sitemap: HTTP {answer.status}")
         body = answer.body

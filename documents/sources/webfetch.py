@@ -17,7 +17,6 @@ that name no address and no secret.
 from __future__ import annotations
 
 import functools
-import ipaddress
 import ssl
 import time
 from collections.abc import Callable
@@ -29,7 +28,16 @@ import httpx
 from django.conf import settings
 from django.utils.translation import gettext_noop
 
-from documents.outbound import Network, TargetRefused, check_url, in_networks, is_public, pinned, tls_context
+from documents.outbound import (
+    Network,
+    TargetRefused,
+    check_url,
+    in_networks,
+    is_public,
+    networks_of,
+    pinned,
+    tls_context,
+)
 from documents.sources.connectors import Refused
 
 USER_AGENT = "document-platform-sources/1"
@@ -75,13 +83,7 @@ def origin_of(url: str) -> Origin:
 
 def allowed_networks() -> tuple[Network, ...]:
     """The operator's ``SOURCES_WEB_ALLOWED_NETWORKS`` (an entry that is not a network allows nothing)."""
-    found: list[Network] = []
-    for text in settings.SOURCES_WEB_ALLOWED_NETWORKS:
-        try:
-            found.append(ipaddress.ip_network(str(text).strip(), strict=False))
-        except ValueError:
-            continue
-    return tuple(found)
+    return networks_of(settings.SOURCES_WEB_ALLOWED_NETWORKS)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What a web site asks of the crawler, and what the crawler remembers of a page (docs/sources.md,
-"Web sites"): robots.txt (rules and ``Crawl-delay``), the robots directives of a page
-(``X-Robots-Tag`` and ``<meta name="robots">``), the conditional headers a page's marker makes,
-and a gzipped sitemap unpacked within the page size limit.
+"Web sites"): robots.txt (rules, ``Crawl-delay`` and ``Sitemap:`` lines), the robots directives
+of a page (``X-Robots-Tag`` and ``<meta name="robots">``), the conditional headers a page's
+marker makes, and a gzipped sitemap unpacked within the page size limit.
 
 Pure rules and parsing; the requests are ``documents/sources/webfetch.py``'s.
 """
@@ -18,7 +18,7 @@ from django.utils.translation import gettext_noop
 from selectolax.lexbor import LexborHTMLParser
 
 from documents.sources.connectors import Refused
-from documents.sources.webfetch import USER_AGENT, Site, get
+from documents.sources.webfetch import USER_AGENT, Site, canonical, get
 
 if TYPE_CHECKING:
     import httpx
@@ -31,6 +31,8 @@ NOINDEX, NOFOLLOW = "noindex", "nofollow"
 _VALUED = frozenset({"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"})
 _AGENT_PREFIX = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*:\s*(.*)$", re.DOTALL)
 GZIP_MAGIC = b"\x1f\x8b"
+# The most ``Sitemap:`` lines of a robots.txt read (each then as a configured sitemap is).
+MAX_LISTED_SITEMAPS = 10
 
 
 # --- robots.txt ----------------------------------------------------------------------------------
@@ -44,6 +46,13 @@ class Robots:
 
     def allows(self, url: str) -> bool:
         return self.parser is None or self.parser.can_fetch(USER_AGENT, url)
+
+    def sitemaps(self) -> list[str]:
+        """The sitemaps its ``Sitemap:`` lines name (canonical URLs, without repeats; at most
+        ``MAX_LISTED_SITEMAPS``), on any site: the caller keeps those on its own."""
+        listed = (self.parser.site_maps() if self.parser is not None else None) or []
+        found = [url for url in (canonical(line) for line in listed) if url is not None]
+        return list(dict.fromkeys(found))[:MAX_LISTED_SITEMAPS]
 
     def delay(self) -> float:
         """Seconds to wait between two requests: the site's ``Crawl-delay`` (or its

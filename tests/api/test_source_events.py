@@ -5,14 +5,18 @@ sync finished."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.utils import translation
 
 from documents.models import Tenant
+from documents.sources.models import SourceItem
 from documents.sources.services import sync_start
+from jobs.models import Job
 from tests.api.conftest import Caller
 from tests.api.test_sse_race import read_stream
 from tests.documents.helpers import run_until_idle
@@ -49,6 +53,37 @@ def test_a_member_follows_a_running_sync_and_the_stream_ends_after_it_finished(a
     assert ended
     (done,) = syncs_in(raw)
     assert done["state"] == "ready" and done["counts"]["new"] == 1
+
+
+def test_the_stream_says_each_failure_in_the_language_of_its_request(
+    alice: Caller, source: Any, tmp_path: Path
+):
+    """The page draws the failures as the stream says them: in its reader's language, as the page
+    itself would (the stored words are the causes' English ones)."""
+    url = f"/api/sources/{source.pk}/events"
+    (tmp_path / "wiki" / "empty.txt").write_bytes(b"")
+    run_until_idle(sync_start(source=source).sync.job_id)
+    stored = SourceItem.objects.get(key="empty.txt").error_message
+    with translation.override("zh-hans"):
+        chinese = translation.gettext(stored)
+    assert chinese != stored
+    raw, ended = async_to_sync(read_stream)(alice.token, url, None, 10, "zh-hans")
+    assert ended
+    (done,) = syncs_in(raw)
+    assert done["failures"] == [{"key": "empty.txt", "code": "file_empty", "message": chinese}]
+    raw, _ = async_to_sync(read_stream)(alice.token, url, None, 10, "en")
+    assert syncs_in(raw)[0]["failures"][0]["message"] == stored
+
+    # A sync that fails as a whole: its cause's words, in the reader's language too.
+    job_id = sync_start(source=source).sync.job_id
+    shutil.rmtree(tmp_path / "wiki")
+    job = run_until_idle(job_id)
+    assert job.status == "failed" and Job.objects.get(pk=job_id).error_message
+    with translation.override("zh-hans"):
+        cause = translation.gettext(job.error_message)
+    assert cause != job.error_message
+    raw, _ = async_to_sync(read_stream)(alice.token, url, None, 10, "zh-hans")
+    assert syncs_in(raw)[0]["error"] == {"code": job.error_code, "message": cause}
 
 
 def test_only_members_of_the_sources_workspace_may_open_it(

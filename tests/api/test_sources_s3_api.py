@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def bucket(seaweed: Any, s3_bucket: str, settings: Any) -> str:
     settings.SOURCES_S3_ALLOW_HTTP = True
-    settings.SOURCES_S3_ALLOW_PRIVATE = True
+    settings.SOURCES_S3_ALLOWED_NETWORKS = ["127.0.0.1/32"]  # the local SeaweedFS, nothing else
     client = seaweed.client()
     client.put_object(Bucket=s3_bucket, Key="docs/a.txt", Body=b"Alpacas graze on the terraced hills.\n")
     client.put_object(Bucket=s3_bucket, Key="docs/b.txt", Body=b"The apiary keeps forty hives of bees.\n")
@@ -90,17 +90,42 @@ def test_http_and_private_endpoints_are_refused_unless_the_operator_allows_them(
     error = assert_error(create(alice, seaweed, bucket), 400, "invalid_endpoint")
     assert error["detail"] == {"field": "endpoint"}
     settings.SOURCES_S3_ALLOW_HTTP = True
-    settings.SOURCES_S3_ALLOW_PRIVATE = False
+    settings.SOURCES_S3_ALLOWED_NETWORKS = []
     assert_error(create(alice, seaweed, bucket), 400, "endpoint_not_allowed")  # 127.0.0.1
-    assert_error(
-        create(alice, seaweed, bucket, {"endpoint": "http://169.254.169.254"}), 400, "endpoint_not_allowed"
-    )
+    # The allowed network opens that network only: the metadata service stays refused.
+    settings.SOURCES_S3_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    for endpoint in ("http://169.254.169.254", "http://10.0.0.7:8333", "http://[::1]:8333"):
+        assert_error(create(alice, seaweed, bucket, {"endpoint": endpoint}), 400, "endpoint_not_allowed")
     assert not Source.objects.exists()
-    # Allowed when made, refused at "sync now" once the operator withdraws the permission.
+    # The blunt switch still allows any address.
+    settings.SOURCES_S3_ALLOWED_NETWORKS = []
     settings.SOURCES_S3_ALLOW_PRIVATE = True
-    source = create(alice, seaweed, bucket).json()
+    assert create(alice, seaweed, bucket).status_code == 201
+    Source.objects.all().delete()
     settings.SOURCES_S3_ALLOW_PRIVATE = False
+    # Allowed when made, refused at "sync now" once the operator withdraws the network.
+    settings.SOURCES_S3_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    source = create(alice, seaweed, bucket).json()
+    settings.SOURCES_S3_ALLOWED_NETWORKS = ["10.0.0.0/8"]
     assert_error(alice.client.post(f"/api/sources/{source['id']}/sync"), 400, "endpoint_not_allowed")
+
+
+def test_a_changed_endpoint_resolving_to_a_refused_address_is_a_400_naming_no_address(
+    alice, seaweed, bucket, settings
+):
+    make_admin(alice)
+    source = create(alice, seaweed, bucket).json()
+    port = seaweed.endpoint.rsplit(":", 1)[1]
+    # "localhost" resolves to loopback addresses, which the operator no longer allows.
+    settings.SOURCES_S3_ALLOWED_NETWORKS = []
+    for endpoint in (f"http://localhost:{port}", "http://169.254.169.254"):
+        config = {"endpoint": endpoint, "bucket": bucket, "prefix": "docs/"}
+        response = alice.client.patch(f"/api/sources/{source['id']}", {"config": config}, format="json")
+        error = assert_error(response, 400, "endpoint_not_allowed")
+        assert error["detail"] == {"field": "endpoint"}
+        body = response.content.decode()
+        assert "127.0.0.1" not in body and "::1" not in body, body
+    assert Source.objects.get(pk=source["id"]).config["endpoint"] == seaweed.endpoint
 
 
 def test_the_keys_are_write_only_and_never_leak(alice, seaweed, bucket, settings, caplog):

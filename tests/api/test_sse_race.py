@@ -23,9 +23,14 @@ from tests.api.conftest import Caller, claim_at, event_ids
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-async def read_stream(token: str, url: str, last_event_id: int | None, seconds: float) -> tuple[bytes, bool]:
-    """Everything the stream sends within ``seconds``, and whether it ended by itself."""
+async def read_stream(
+    token: str, url: str, last_event_id: int | None, seconds: float, language: str = ""
+) -> tuple[bytes, bool]:
+    """Everything the stream sends within ``seconds`` (asked in ``language``, if given), and
+    whether it ended by itself."""
     headers = {"Authorization": f"Token {token}"}
+    if language:
+        headers["Accept-Language"] = language
     if last_event_id is not None:
         headers["Last-Event-ID"] = str(last_event_id)
     response: Any = await AsyncClient().get(url, headers=headers)

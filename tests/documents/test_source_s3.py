@@ -1,15 +1,23 @@
 """Bucket sources on a real S3 server (SeaweedFS): first sync, an unchanged re-sync that parses
 and embeds nothing, a changed object as a new version, a removed object, access lists from the
-objects' metadata, per-item refusals, a bucket that refuses or does not answer, and the keys
-re-encrypted after a ``SECRET_KEY`` rotation."""
+objects' metadata, per-item refusals, a bucket that refuses or does not answer, the keys
+re-encrypted after a ``SECRET_KEY`` rotation, and the endpoint's network rules: an address no
+longer allowed fails the sync, and every connection goes to the checked address (a stand-in DNS
+that rebinds after the check; an https front keeps the endpoint's TLS name)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import socket
+import ssl
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,7 +58,7 @@ def bucket(seaweed: Any, s3_bucket: str, settings: Any) -> str:
     """The test's bucket with the handbook under its prefix, a "folder" key and an object
     outside the prefix; the local SeaweedFS (http, loopback) allowed."""
     settings.SOURCES_S3_ALLOW_HTTP = True
-    settings.SOURCES_S3_ALLOW_PRIVATE = True
+    settings.SOURCES_S3_ALLOWED_NETWORKS = ["127.0.0.1/32"]
     client = seaweed.client()
     for key, text in OBJECTS.items():
         client.put_object(Bucket=s3_bucket, Key=PREFIX + key, Body=text.encode())
@@ -302,3 +310,164 @@ def test_encrypt_secrets_rewrites_the_keys_after_a_secret_key_rotation(seaweed, 
         "secret_access_key": seaweed.secret_key,
     }
     assert sync(source).counts["new"] == 3
+
+
+def test_an_endpoint_no_longer_allowed_fails_the_sync_naming_no_address(seaweed, bucket, settings, caplog):
+    caplog.set_level(logging.DEBUG)
+    source = bucket_source(make_tenant(), seaweed, bucket)
+    started = sync_start(source=source).sync.job_id
+    settings.SOURCES_S3_ALLOWED_NETWORKS = ["10.0.0.0/8"]  # the operator withdraws loopback
+    job = run_until_idle(started)
+    assert job.status == Status.FAILED
+    assert job.error_code == "bucket_unavailable" and "endpoint_not_allowed" in _detail(job)
+    _no_secret("127.0.0.1", job, caplog)  # the host the user gave, never an address it resolves to
+    assert not SourceItem.objects.filter(source=source).exists()
+
+
+@pytest.fixture
+def rebinding_dns(monkeypatch: Any) -> str:
+    """A stand-in DNS server for ``s3.rebind.example`` that rebinds: the platform's check (its
+    resolver threads, ``documents/outbound.py``) is told 127.0.0.1, any later lookup 127.0.0.2."""
+    real = socket.getaddrinfo
+
+    def rebinding(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "s3.rebind.example":
+            checked = threading.current_thread().name.startswith("outbound-dns")
+            return real("127.0.0.1" if checked else "127.0.0.2", *args, **kwargs)
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    return "s3.rebind.example"
+
+
+def test_every_connection_goes_to_the_checked_address_not_a_rebound_one(seaweed, bucket, rebinding_dns):
+    port = int(seaweed.endpoint.rsplit(":", 1)[1])
+    tenant = make_tenant()
+    source = bucket_source(tenant, seaweed, bucket, config={"endpoint": f"http://{rebinding_dns}:{port}"})
+    trapped: list[int] = []
+    with socket.socket() as trap:  # where a rebound lookup leads: 127.0.0.2, not allowed
+        trap.bind(("127.0.0.2", port))
+        trap.listen(16)
+        trap.settimeout(0.05)
+
+        def catch() -> None:
+            while not stop.is_set():
+                try:
+                    connection = trap.accept()[0]
+                except OSError:
+                    continue
+                trapped.append(1)
+                connection.close()
+
+        stop = threading.Event()
+        catcher = threading.Thread(target=catch)
+        catcher.start()
+        try:
+            done = sync(source)
+        finally:
+            stop.set()
+            catcher.join()
+    assert trapped == []
+    assert done.counts["new"] == 3
+    assert SourceItem.objects.filter(source=source).count() == 3
+
+
+def _self_signed(name: str, folder: Path) -> tuple[Path, Path]:
+    """A certificate for ``name`` (its own authority) and its key, as PEM files."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "endpoint.pem", folder / "endpoint.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path
+
+
+@contextmanager
+def _tls_front(target_port: int, cert: Path, key: Path) -> Iterator[int]:
+    """An https front for the local SeaweedFS on 127.0.0.1 (TLS ended here, the bytes passed on):
+    its port."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.05)
+    stop = threading.Event()
+
+    def pipe(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                raw = listener.accept()[0]
+            except OSError:
+                continue
+            raw.settimeout(10)
+            try:
+                front = context.wrap_socket(raw, server_side=True)
+            except OSError:  # the client refused our certificate
+                raw.close()
+                continue
+            front.settimeout(None)
+            back = socket.create_connection(("127.0.0.1", target_port))
+            threading.Thread(target=pipe, args=(front, back), daemon=True).start()
+            threading.Thread(target=pipe, args=(back, front), daemon=True).start()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        server.join()
+        listener.close()
+
+
+def test_an_https_endpoint_keeps_its_tls_name_while_pinned(
+    seaweed, bucket, rebinding_dns, settings, tmp_path, monkeypatch
+):
+    """Pinned to the checked address, the connection still says and checks the endpoint's own
+    name (SNI, certificate): a certificate for that name is accepted, and an endpoint reached by
+    another name is refused although the address is the same."""
+    settings.SOURCES_S3_ALLOW_HTTP = False
+    cert, key = _self_signed(rebinding_dns, tmp_path)
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(cert))
+    port = int(seaweed.endpoint.rsplit(":", 1)[1])
+    tenant = make_tenant()
+    with _tls_front(port, cert, key) as tls_port:
+        source = bucket_source(
+            tenant, seaweed, bucket, config={"endpoint": f"https://{rebinding_dns}:{tls_port}"}
+        )
+        assert sync(source).counts["new"] == 3
+        # 127.0.0.1 as well, but by a name the certificate does not carry.
+        Source.objects.filter(pk=source.pk).update(
+            config={**source.config, "endpoint": f"https://localhost:{tls_port}"}
+        )
+        source.refresh_from_db()
+        job = _failed_sync(source)
+        assert job.error_code == "bucket_unavailable" and "bucket_unreachable" in _detail(job)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -86,3 +87,65 @@ def test_gunzip_stops_at_the_limit():
     ):
         with pytest.raises(ValueError, match=why):
             gunzip(data, limit)
+
+
+def robots_site(site: Site, sitemap_status: int = 200) -> None:
+    """A site whose robots.txt lists a gzipped sitemap of its own, one on another site and one
+    that is missing; the sitemap names a page no link reaches."""
+    site.pages = {
+        "/robots.txt": Page(
+            "User-agent: *\nDisallow: /private\n"
+            f"Sitemap: {site.url('site.xml.gz')}\n"
+            "Sitemap: https://elsewhere.example/map.xml\n"
+            f"Sitemap: {site.url('gone.xml')}\n",
+            "text/plain",
+        ),
+        "/": Page(html("/guide", text="Welcome to the harbour's pages.")),
+        "/guide": Page(html("/", text="The harbour master rings the bell at noon.")),
+        "/site.xml.gz": Page(
+            gzip.compress(urlset(site, "", "orphan", "private/ledger").encode()),
+            "application/gzip",
+            status=sitemap_status,
+        ),
+        "/orphan": Page(html(text="The old ferry timetable, linked from nowhere.")),
+        "/private/ledger": Page(html(text="Never read: robots.txt forbids it.")),
+    }
+
+
+def crawl_source(site: Site, **config: Any) -> Source:
+    return source_helpers.web_source(
+        make_tenant(), {"start_urls": [site.root], "max_depth": 1, **config}, name="Harbour"
+    )
+
+
+def test_the_sitemaps_robots_txt_lists_add_the_pages_a_crawl_does_not_reach(site):
+    robots_site(site)
+    done = sync(crawl_source(site))
+    assert set(SourceItem.objects.values_list("key", flat=True)) == {
+        site.root,
+        site.url("guide"),
+        site.url("orphan"),
+    }
+    assert done.counts["new"] == 3
+    # The listing: the crawl, then the sitemaps (a missing one lists nothing, the other site's
+    # is not asked for), then only the page the crawl did not read; robots.txt is kept to.
+    listing = site.paths()[: site.paths().index("/robots.txt", 1)]
+    assert listing == ["/robots.txt", "/", "/guide", "/site.xml.gz", "/gone.xml", "/orphan"]
+    assert "/private/ledger" not in site.paths()
+
+
+def test_the_sitemaps_robots_txt_lists_keep_to_the_page_limit(site):
+    robots_site(site)
+    sync(crawl_source(site, page_limit=2))  # the crawl reads both pages it may
+    assert "/site.xml.gz" not in site.paths()
+    assert set(SourceItem.objects.values_list("key", flat=True)) == {site.root, site.url("guide")}
+
+
+def test_a_sitemap_robots_txt_lists_that_cannot_be_read_fails_the_sync_and_changes_nothing(site):
+    robots_site(site)
+    source = crawl_source(site)
+    assert sync(source).counts["new"] == 3
+    robots_site(site, sitemap_status=503)
+    job = run_until_idle(sync_start(source=source).sync.job_id)
+    assert (job.status, job.error_code) == (Status.FAILED, "web_unavailable")
+    assert SourceItem.objects.filter(source=source).count() == 3  # the orphan is not taken as gone
