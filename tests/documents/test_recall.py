@@ -144,8 +144,9 @@ def recall_at_k(tenant: Any, who: Any, visible: set[Any] | None) -> float:
         query = np.asarray(embed_queries(embedder, [text])[0], dtype=np.float32)
         scores = np.where(in_scope, vectors @ query, -np.inf)
         kth = np.sort(scores)[-K]
-        hits = search(tenant, text, K, mode="semantic", viewer=who)
-        assert len(hits) == K, text
+        # Every labelled answer lies above the embedder's noise floor, under which search drops hits.
+        assert kth > float(getattr(embedder, "similarity_floor", 0.0)), text
+        hits = search(tenant, text, K, mode="semantic", viewer=who)  # a missing hit is a miss
         assert visible is None or all(h.document_id in visible for h in hits)
         right = sum(scores[position[(h.version_id, h.ordinal)]] >= kth - 1e-4 for h in hits)
         recalls.append(right / K)
@@ -155,7 +156,7 @@ def recall_at_k(tenant: Any, who: Any, visible: set[Any] | None) -> float:
 def test_meaning_search_keeps_the_exact_top_10_with_and_without_access_lists(corpus, monkeypatch, request):
     # PostgreSQL without pgvector ranks meaning by the vectors' sign bits, then re-ranks a
     # shortlist: the sign bits of this embedder's sparse vectors (most components zero) say
-    # little, and it keeps 0.69 of the top 10 unfiltered, 0.92 filtered (a known limit, in
+    # little, and it keeps 0.76 of the top 10 unfiltered, 0.79 filtered (a known limit, in
     # bench/README.md; strict, so that a fix is noticed).
     plain = connection.vendor == "postgresql" and not pgvector.enabled(connection)
     request.applymarker(pytest.mark.xfail(plain, reason="sign-bit codes of sparse vectors", strict=True))
