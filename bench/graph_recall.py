@@ -27,7 +27,7 @@ from bench import common, permissions, search_scale
 from bench.common import say
 
 # (ef_search floor, rows fetched as a multiple of the 10 wanted)
-SETTINGS = [(400, 2), (1000, 2), (1000, 200)]
+SETTINGS = [(400, 2), (1000, 2), (1000, 120)]
 QUERIES = 30
 
 
