@@ -10,8 +10,12 @@ frame, unread, to the worker, or reports how the child ended (``{"died": status}
 
 Nothing of one call reaches the next: before answering, it kills every process left in the
 sandbox's PID namespace (a child may leave some behind, waiting for the next tenant's file) and
-empties the scratch tmpfs; it exits when it cannot (the worker then starts a new one). SysV IPC
-and message queues, which outlive processes, are refused by the child's syscall filter.
+empties the scratch tmpfs and ``/dev/shm``; it exits when it cannot (the worker then starts a new
+one). What bubblewrap put there stays (:class:`Skeleton`): a project or virtualenv that lives
+under /tmp, as a fresh checkout often does, is bound on top of the scratch tmpfs, read-only, in
+folders of the tmpfs; those are never walked into nor removed, and a call that changed them
+(renamed, replaced, made unreadable) ends the server too. SysV IPC and message queues, which
+outlive processes, are refused by the child's syscall filter.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import ctypes
 import importlib
 import json
 import os
+import re
 import resource
 import select
 import shutil
@@ -28,6 +33,7 @@ import signal
 import stat
 import struct
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +48,8 @@ _PR_SET_NAME = 15
 # What ``ps`` and /proc/<pid>/comm call a forked child and its server.
 CALL_NAME = b"sandbox-call"
 SERVER_NAME = b"sandbox-server"
-_SCRATCH = "/tmp"
+# The scratch tmpfs and shared memory: what a call may write, emptied after each call.
+_SCRATCH_ROOTS = ("/tmp", "/dev/shm")
 
 
 def _preload() -> None:
@@ -52,7 +59,7 @@ def _preload() -> None:
             importlib.import_module(name)
 
 
-def _serve_one(request: bytes, limits: tuple[int, int, int, int], out: int) -> int:
+def _serve_one(request: bytes, limits: tuple[int, int, int, int], out: int, walls: Skeleton) -> int:
     """Fork a child for ``request``; relay its answer; the child's wait status."""
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -97,7 +104,7 @@ def _serve_one(request: bytes, limits: tuple[int, int, int, int], out: int) -> i
     if status is None:
         _, status = os.waitpid(pid, 0)
     _kill_the_rest()
-    _empty_scratch()
+    _empty_scratch(walls)
     if too_large:
         reply = {"failure": "resource_limit", "detail": f"the answer was over {MAX_ANSWER_BYTES} bytes"}
         _write(out, json.dumps(reply).encode())
@@ -140,25 +147,88 @@ def _kill_the_rest() -> None:
             pass
 
 
-def _empty_scratch() -> None:
-    """Remove everything a child wrote (it may have made folders it cannot be walked into)."""
-    for folder in (_SCRATCH, "/dev/shm"):
-        root = Path(folder)
-        if not root.is_dir():
-            continue
-        for entry in root.iterdir():
-            if os.path.ismount(entry):
-                continue  # a project or virtualenv bound under /tmp (read-only)
-            if entry.is_dir() and not entry.is_symlink():
-                for inner in [entry, *entry.rglob("*")] if os.access(entry, os.X_OK) else [entry]:
-                    with contextlib.suppress(OSError):
-                        if stat.S_ISDIR(inner.lstat().st_mode):
-                            inner.chmod(0o700)
-                shutil.rmtree(entry, onerror=_chmod_retry)
-            else:
-                entry.unlink()
-        if any(not os.path.ismount(entry) for entry in root.iterdir()):
-            raise OSError(f"{folder} could not be emptied")
+@dataclass(frozen=True, slots=True)
+class Skeleton:
+    """What bubblewrap made in the scratch folders, which stays from call to call: the mount
+    points of a project or virtualenv that lives under /tmp (a checkout in /tmp, its ``.venv``),
+    the folders that hold them and the symlinks beside them, each with its identity (device,
+    inode, mode, owner, a link's target). Everything else there is a call's, and goes."""
+
+    holders: frozenset[str]
+    mounts: frozenset[str]
+    identities: dict[str, tuple[int, int, int, int, str]]
+
+    def kept(self, path: str) -> bool:
+        return path in self.identities
+
+
+def _identity(path: str) -> tuple[int, int, int, int, str]:
+    info = os.lstat(path)
+    target = os.readlink(path) if stat.S_ISLNK(info.st_mode) else ""
+    return (info.st_dev, info.st_ino, info.st_mode, info.st_uid, target)
+
+
+def _mount_points() -> set[str]:
+    """The mount points under the scratch folders (``/proc/self/mountinfo``'s fifth field, its
+    blanks and backslashes written as octal escapes)."""
+    found = set()
+    for line in Path("/proc/self/mountinfo").read_bytes().splitlines():
+        point = os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), line.split()[4]))
+        if any(point.startswith(root + "/") for root in _SCRATCH_ROOTS):
+            found.add(point)
+    return found
+
+
+def skeleton() -> Skeleton:
+    """The scratch folders' skeleton, read before any call ran."""
+    mounts = _mount_points()
+    holders = set()
+    for point in mounts:
+        for parent in Path(point).parents:
+            if str(parent) in _SCRATCH_ROOTS or str(parent) == "/":
+                break
+            holders.add(str(parent))
+    holders -= mounts
+    links = {
+        entry.path
+        for folder in [*_SCRATCH_ROOTS, *holders]
+        if os.path.isdir(folder)
+        for entry in os.scandir(folder)
+        if entry.is_symlink()
+    }
+    kept = mounts | holders | links
+    return Skeleton(frozenset(holders), frozenset(mounts), {path: _identity(path) for path in kept})
+
+
+def _strangers(folder: str, walls: Skeleton) -> list[str]:
+    """What a call left in ``folder``: everything but the skeleton, never looking into a mount."""
+    found = []
+    for entry in os.scandir(folder):
+        if not walls.kept(entry.path):
+            found.append(entry.path)
+        elif entry.path in walls.holders:
+            found += _strangers(entry.path, walls)
+    return found
+
+
+def _empty_scratch(walls: Skeleton) -> None:
+    """Remove everything a child wrote (it may have made folders it cannot be walked into), and
+    check that the skeleton is as it was: raises OSError when either fails."""
+    roots = [folder for folder in _SCRATCH_ROOTS if os.path.isdir(folder)]
+    for path in (stranger for folder in roots for stranger in _strangers(folder, walls)):
+        entry = Path(path)
+        if entry.is_dir() and not entry.is_symlink():
+            for inner in [entry, *entry.rglob("*")] if os.access(entry, os.X_OK) else [entry]:
+                with contextlib.suppress(OSError):
+                    if stat.S_ISDIR(inner.lstat().st_mode):
+                        inner.chmod(0o700)
+            shutil.rmtree(entry, onerror=_chmod_retry)
+        else:
+            entry.unlink()
+    if any(_strangers(folder, walls) for folder in roots):
+        raise OSError("the scratch space could not be emptied")
+    if any(_identity(path) != identity for path, identity in walls.identities.items()):
+        raise OSError("a call changed the walls' folders under the scratch space")
 
 
 def _chmod_retry(function: Any, path: str, _: Any) -> None:
@@ -186,6 +256,7 @@ def main(argv: list[str]) -> int:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0)
     _name(SERVER_NAME)
     limits = (cpu_seconds, address_space, file_bytes, processes)
+    walls = skeleton()
     while True:
         header = child.read_exactly(inp, _FRAME.size)
         if header is None:
@@ -194,7 +265,7 @@ def main(argv: list[str]) -> int:
         if body is None:
             return 0
         try:
-            _serve_one(body, limits, out)
+            _serve_one(body, limits, out, walls)
         except OSError:
             return 3  # the scratch could not be emptied, or the worker is gone: a new server
 

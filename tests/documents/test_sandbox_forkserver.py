@@ -7,10 +7,13 @@ document still parses; nothing one call leaves (a file, a process) reaches the n
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ import pytest
 from pytest_django.fixtures import Settings as DjangoSettings
 
 from documents.engines.sniff import Kind
+from documents.sandbox import isolation
 from documents.sandbox import runner as sandbox
 from jobs.errors import StageFailure
 from tests.conftest import ROOT, child_env, wait_for
@@ -85,6 +89,98 @@ def test_nothing_a_call_leaves_behind_reaches_the_next() -> None:
     assert sandbox.sandbox_call("test.leave_behind") == "left"
     seen = sandbox.sandbox_call("test.look_around")
     assert seen == {"files": ["call"], "processes": []}
+
+
+@pytest.fixture
+def under_scratch() -> Iterator[Path]:
+    """A folder under the path of the sandbox's scratch tmpfs (where a fresh checkout, and its
+    virtualenv, often live): bound into the walls, it sits on top of the scratch space."""
+    folder = Path(tempfile.mkdtemp(prefix="checkout-", dir=isolation.SCRATCH_DIR))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+PROBE_MODULE = """
+import os
+
+def beside(folder):
+    return sorted(os.listdir(folder))
+
+SANDBOX_ENTRYPOINTS = {"probe.beside": beside}
+"""
+
+
+def test_a_server_whose_walls_hold_a_folder_under_the_scratch_space_serves_call_after_call(
+    settings: DjangoSettings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, under_scratch: Path
+) -> None:
+    """Code bound under the scratch folder (here an entry-point module; in a checkout under it,
+    the project and its virtualenv) is not a call's leftover: the server empties the scratch
+    space around it, and neither fails nor walks into it, call after call."""
+    package = under_scratch / "sandbox_probe_beside"
+    package.mkdir(mode=0o755)
+    (package / "__init__.py").write_text(PROBE_MODULE)
+    (package / "__init__.py").chmod(0o644)
+    monkeypatch.syspath_prepend(str(under_scratch))
+    monkeypatch.setenv("PYTHONPATH", str(under_scratch))
+    settings.DOCUMENTS_SANDBOX_EXTRA_MODULES = ["tests.documents.sandbox_helpers", package.name]
+    assert "first" in parse_text(tmp_path, "first.txt", "The first harbor document.")
+    running = server()
+    assert sandbox.sandbox_call("test.leave_behind") == "left"
+    assert sandbox.sandbox_call("probe.beside", str(under_scratch)) == [package.name]
+    assert sandbox.sandbox_call("test.look_around")["processes"] == []
+    assert "second" in parse_text(tmp_path, "second.txt", "The second harbor document.")
+    assert server() is running
+
+
+SAMPLES_SCRIPT = """
+import json, django
+django.setup()
+from pathlib import Path
+from documents.engines.sniff import sniff
+from documents.sandbox import runner as sandbox
+totals = {}
+for path in sorted(Path("documents/samples").iterdir()):
+    kind = sniff(path.read_bytes(), filename=path.name).kind
+    limits = sandbox.parse_limits().as_dict()
+    try:
+        answer = sandbox.sandbox_call("parse_pages", str(path), kind, 0, 50, limits, source=path)
+        totals[path.name] = answer["total"]
+    except Exception as exc:
+        totals[path.name] = f"{type(exc).__name__}: {exc}"
+forked = [idle.forked for idle in sandbox._idle]
+print(json.dumps({"root": str(sandbox._PROJECT_ROOT), "forked": forked, "totals": totals}))
+"""
+
+
+@pytest.mark.slow
+def test_a_fresh_checkout_under_the_scratch_folder_parses_every_sample_with_the_run_settings(
+    under_scratch: Path,
+) -> None:
+    """What ``make run`` does first in a checkout under /tmp: its own settings and limits (no
+    test settings, no environment overrides), each bundled sample parsed through the fork server
+    by the checkout's own sandbox code."""
+    checkout = under_scratch
+    for package in isolation.CHILD_PACKAGES:
+        shutil.copytree(ROOT / package, checkout / package, ignore=shutil.ignore_patterns("__pycache__"))
+    keep = ("PATH", "LANG", "LC_ALL", "VIRTUAL_ENV")
+    env = {key: value for key, value in os.environ.items() if key in keep}
+    env |= {
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "SECRET_KEY": "a-fresh-checkout-" + os.urandom(16).hex(),
+        "PYTHONPATH": os.pathsep.join([str(checkout), str(ROOT)]),  # its sandbox code, then the rest
+        "HOME": str(checkout),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SAMPLES_SCRIPT], env=env, cwd=checkout, capture_output=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    outcome = json.loads(done.stdout.decode().splitlines()[-1])
+    samples = sorted(path.name for path in (ROOT / "documents" / "samples").iterdir())
+    assert sorted(outcome["totals"]) == samples
+    assert all(isinstance(total, int) and total >= 1 for total in outcome["totals"].values()), outcome
+    assert outcome["root"] == str(checkout)
+    assert outcome["forked"] == [True]  # one fork server served them all, and stayed
 
 
 @pytest.mark.parametrize(
