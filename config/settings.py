@@ -481,6 +481,8 @@ DOCUMENTS_SANDBOX_CPU_SECONDS = env_int("DOCUMENTS_SANDBOX_CPU_SECONDS", 120)  #
 DOCUMENTS_SANDBOX_WALL_SECONDS = env_float("DOCUMENTS_SANDBOX_WALL_SECONDS", 90)  # per call
 DOCUMENTS_SANDBOX_MEMORY_BYTES = env_int("DOCUMENTS_SANDBOX_MEMORY_BYTES", 2 * 1024**3)  # address space
 DOCUMENTS_SANDBOX_MAX_CALLS = env_int("DOCUMENTS_SANDBOX_MAX_CALLS", 500)  # then a fresh child
+# Walled in: one fork server per worker, a freshly forked process per call (off: a child per input file)
+DOCUMENTS_SANDBOX_FORK_SERVER = env_bool("DOCUMENTS_SANDBOX_FORK_SERVER", True)
 # Its walls (documents/sandbox/isolation.py, docs/deployment.md): bubblewrap namespaces when they work
 # here; REQUIRE_ISOLATION refuses to parse without them instead of a warning.
 DOCUMENTS_SANDBOX_REQUIRE_ISOLATION = env_bool("DOCUMENTS_SANDBOX_REQUIRE_ISOLATION", False)

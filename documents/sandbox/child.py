@@ -90,9 +90,16 @@ _PR_SET_PDEATHSIG = 1
 CPU_LIFETIME_CALLS = 4
 
 
-def _limit_self(cpu_seconds: int, address_space: int, file_bytes: int, processes: int) -> None:
+def limit_self(
+    cpu_seconds: int,
+    address_space: int,
+    file_bytes: int,
+    processes: int,
+    lifetime_calls: int = CPU_LIFETIME_CALLS,
+) -> None:
     """Limits the child cannot raise again: every hard limit is set, the others to their soft
-    value; the CPU one to a lifetime budget (see ``CPU_LIFETIME_CALLS``)."""
+    value; the CPU one to a lifetime budget (see ``CPU_LIFETIME_CALLS``; one call's for a child
+    forked by :mod:`documents.sandbox.forkserver`)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if address_space > 0:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
@@ -102,14 +109,16 @@ def _limit_self(cpu_seconds: int, address_space: int, file_bytes: int, processes
         resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
     if cpu_seconds > 0:
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        lifetime = int(usage.ru_utime + usage.ru_stime) + 2 + cpu_seconds * CPU_LIFETIME_CALLS
+        lifetime = int(usage.ru_utime + usage.ru_stime) + 2 + cpu_seconds * lifetime_calls
         # SIGXCPU a second before the kill: the worker reports it as the call's CPU time.
         resource.setrlimit(resource.RLIMIT_CPU, (lifetime - 1, lifetime))
 
 
 # Calls a parser or an OCR engine never makes, and an attacker's code would: inspecting or
 # changing other processes, new namespaces (a way out of the walls), kernel attack surface,
-# changing its own limits (set before the filter; ``prlimit64`` only to read one, below).
+# changing its own limits (set before the filter; ``prlimit64`` only to read one, below), and
+# SysV IPC and message queues, which outlive the process (a forked child's next sibling would
+# find them).
 _DENIED = (
     "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
     "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "move_mount", "open_tree",
@@ -117,7 +126,7 @@ _DENIED = (
     "userfaultfd", "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
     "io_uring_setup", "io_uring_enter", "io_uring_register", "swapon", "swapoff", "reboot", "acct",
     "quotactl", "syslog", "settimeofday", "clock_settime", "adjtimex", "mknod", "mknodat",
-    "setrlimit",
+    "setrlimit", "shmget", "msgget", "semget", "mq_open",
 )  # fmt: skip
 _NEW_NAMESPACES = (0x10000000, 0x00020000, 0x40000000)  # CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET
 _AF_UNIX = 1
@@ -150,7 +159,7 @@ def filter_syscalls() -> bool:
     return True
 
 
-def _read_exactly(stream: Any, size: int) -> bytes | None:
+def read_exactly(stream: Any, size: int) -> bytes | None:
     data = b""
     while len(data) < size:
         chunk = stream.read(size - len(data))
@@ -166,7 +175,7 @@ def _read_exactly(stream: Any, size: int) -> bytes | None:
 TEMP_DIR_ENV = "SANDBOX_TEMP_DIR"
 
 
-def _answer(request: dict[str, Any]) -> dict[str, Any]:
+def answer(request: dict[str, Any]) -> dict[str, Any]:
     from jobs.errors import StageFailure
 
     function = ENTRYPOINTS.get(request["call"])
@@ -190,6 +199,11 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def load_extra_entrypoints() -> None:
+    for name in filter(None, os.environ.get(EXTRA_MODULES_ENV, "").split(",")):
+        ENTRYPOINTS.update(getattr(importlib.import_module(name), "SANDBOX_ENTRYPOINTS", {}))
+
+
 def main(argv: list[str]) -> int:
     cpu_seconds, address_space, parent_pid = int(argv[1]), int(argv[2]), int(argv[3])
     file_bytes, processes = (int(argv[4]), int(argv[5])) if len(argv) > 5 else (0, 0)
@@ -199,21 +213,20 @@ def main(argv: list[str]) -> int:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     inp = sys.stdin.buffer
-    for name in filter(None, os.environ.get(EXTRA_MODULES_ENV, "").split(",")):
-        ENTRYPOINTS.update(getattr(importlib.import_module(name), "SANDBOX_ENTRYPOINTS", {}))
-    _limit_self(cpu_seconds, address_space, file_bytes, processes)
+    load_extra_entrypoints()
+    limit_self(cpu_seconds, address_space, file_bytes, processes)
     filter_syscalls()
     while True:
-        header = _read_exactly(inp, _FRAME.size)
+        header = read_exactly(inp, _FRAME.size)
         if header is None:
             return 0  # the worker closed the pipe (or died): nothing more to do
-        body = _read_exactly(inp, _FRAME.unpack(header)[0])
+        body = read_exactly(inp, _FRAME.unpack(header)[0])
         if body is None:
             return 0
         import json
 
-        answer = json.dumps(_answer(json.loads(body))).encode()
-        out.write(_FRAME.pack(len(answer)) + answer)
+        reply = json.dumps(answer(json.loads(body))).encode()
+        out.write(_FRAME.pack(len(reply)) + reply)
         out.flush()
 
 

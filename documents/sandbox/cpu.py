@@ -24,6 +24,11 @@ def _stat(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
+def state(pid: int) -> str:
+    """Process ``pid``'s state letter (``Z``: ended, not yet reaped); OSError when it is gone."""
+    return _stat(pid)[0]
+
+
 def process_cpu(pid: int) -> float:
     """CPU seconds process ``pid`` itself has used (its threads included; 0 when unreadable)."""
     try:

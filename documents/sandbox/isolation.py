@@ -249,6 +249,17 @@ def stage_input(source: str, folder: Path) -> str:
     return f"{INPUT_DIR}/{target.name}"
 
 
+def stage_file(source: str, folder: Path) -> str:
+    """A read-only copy of ``source`` in ``folder``, a new folder inside a fork server's input
+    folder (bound into its walls): the path its calls see."""
+    folder.mkdir(mode=0o755)
+    target = folder / Path(source).name
+    shutil.copyfile(source, target)
+    target.chmod(0o444)
+    folder.chmod(0o555)
+    return f"{INPUT_DIR}/{folder.name}/{target.name}"
+
+
 def interpreter_pid(info: bytes) -> int:
     """The interpreter's process id (outside its namespace) from bubblewrap's ``--info-fd``
     answer: it names the namespace's first process, whose one child is the interpreter."""

@@ -1,3 +1,6 @@
+# long-module: one child's whole life (start, walls, call, failure classification, kill) and the
+# worker's pool of one idle child or fork server; split, the rules they share (who kills what,
+# when a child is reused) would be read in two places.
 """The parsing sandbox, worker side: untrusted bytes are read in a child process that can be killed.
 
 Its users: the parse stage (a batch of pages per call) and the OCR stage (one page rendered and
@@ -18,15 +21,18 @@ by the worker, between waits: the CPU time of the child's process tree since the
 (raising its soft limit or ignoring SIGXCPU changes nothing the worker reads); its hard
 ``RLIMIT_CPU``, set once at its start, covers ``CPU_LIFETIME_CALLS`` budgets and only backs this up.
 
-Children are reused: a worker keeps one idle child (a fresh one costs an interpreter start and the
-parsers' imports: bench/README.md, "The parsing sandbox's cost"), and a child that failed, was
+Walled in, the worker's long-lived process is a fork server (:mod:`documents.sandbox.forkserver`,
+``DOCUMENTS_SANDBOX_FORK_SERVER``): it pays the interpreter start and the parsers' imports once,
+and each call runs in a process freshly forked from it, which has never seen a document; the
+server serves any input file, staged into a folder bound into its walls (one file at a time).
+Otherwise, and for OCR's page calls (``WARM_CALLS``: their child keeps the engine loaded), a
+child serves the calls of one input file, then the next file gets a fresh child.
+
+Either way a worker keeps one idle process (a fresh one costs an interpreter start and the
+parsers' imports: bench/README.md, "The parsing sandbox's cost"), and one that failed, was
 killed, served ``DOCUMENTS_SANDBOX_MAX_CALLS`` requests, has less than a budget left before its
 hard limit, or used CPU while it was idle (an answer is not the end of its work) is replaced.
 """
-
-# long-module: one child's whole life (start, walls, call, failure classification, kill) and the
-# worker's pool of one idle child; split, the rules they share (who kills what, when a child is
-# reused) would be read in two places.
 
 from __future__ import annotations
 
@@ -127,7 +133,8 @@ class Child:
     it sees its input as a read-only copy under ``/sandbox/input``.
     """
 
-    def __init__(self, source: str | None = None) -> None:
+    def __init__(self, source: str | None = None, *, fork_server: bool = True) -> None:
+        self.staged: Path | None = None  # the worker's copy of the input the child sees
         layout = sandbox_layout()
         walls = isolation.probe(layout)
         if not walls.isolated:
@@ -136,6 +143,9 @@ class Child:
             _warn_once(walls)
         self.source = source
         self.walled = walls.isolated
+        # Outside the walls there is no PID namespace in which the server could end what a
+        # forked child left behind: a child per input file, as before.
+        self.forked = self.walled and fork_server and settings.DOCUMENTS_SANDBOX_FORK_SERVER
         # Only what an interpreter needs: the worker's environment holds the database URL, the
         # secret key and API keys, none of which a parser of hostile bytes should be able to read.
         env = {key: value for key, value in os.environ.items() if key in _CHILD_ENV}
@@ -155,9 +165,14 @@ class Child:
             env["HOME"] = isolation.SCRATCH_DIR
             env["TMPDIR"] = isolation.SCRATCH_DIR
             scratch = f"{isolation.SCRATCH_DIR}/call"
-            if self.source is not None:
+            if self.forked:
+                input_dir = str(self.temp_dir / "input")
+                Path(input_dir).mkdir(parents=True, mode=0o755)
+                self.temp_dir.chmod(0o700)
+            elif self.source is not None:
                 input_dir = str(self.temp_dir / "input")
                 self.inner_source = isolation.stage_input(self.source, Path(input_dir))
+                self.staged = Path(input_dir) / Path(self.source).name
         else:
             scratch = str(self.temp_dir)
         env |= {
@@ -173,7 +188,8 @@ class Child:
             f"{settings.DOCUMENTS_SANDBOX_FILE_BYTES}",
             f"{settings.DOCUMENTS_SANDBOX_PROCESSES}",
         ]
-        argv = [sys.executable, "-m", "documents.sandbox.child", *limits]
+        module = "documents.sandbox.forkserver" if self.forked else "documents.sandbox.child"
+        argv = [sys.executable, "-m", module, *limits]
         info_read = info_write = -1
         if self.walled:
             info_read, info_write = os.pipe()
@@ -201,6 +217,27 @@ class Child:
         if self.walled:
             with os.fdopen(info_read, "rb") as info:
                 self.interpreter_pid = isolation.interpreter_pid(info.read())
+        if self.forked:
+            source, self.source = self.source, None
+            try:
+                self.serve(source)
+            except BaseException:
+                self.kill()
+                raise
+
+    def serve(self, source: str | None) -> None:
+        """A fork server's input from now on: the previous one's copy goes first (no call of this
+        input's can see the other's), then ``source`` is copied in, read-only."""
+        assert self.forked
+        if self.staged is not None:
+            _remove_tree(self.staged.parent)
+            self.staged = None
+        self.source = self.inner_source = source
+        if source is not None:
+            folder = self.temp_dir / "input" / secrets.token_hex(6)
+            inner = isolation.stage_file(source, folder)
+            self.staged = folder / Path(source).name
+            self.inner_source = inner
 
     def idled(self) -> bool:
         """It used (almost) no CPU since its last answer: a child whose code went on working
@@ -209,9 +246,20 @@ class Child:
 
     def intact(self) -> bool:
         """Its input's copy is still there (the temp sweep may remove one that idled for long)."""
-        if self.source is None or self.inner_source == self.source:
+        if self.forked and not (self.temp_dir / "input").is_dir():
+            return False  # its input folder, bound into its walls, is gone: a new server
+        return self.staged is None or self.staged.exists()
+
+    def alive(self) -> bool:
+        """Its process (and, walled in, the interpreter inside bubblewrap) has not ended."""
+        if self.process.poll() is not None:
+            return False
+        if not self.walled or self.interpreter_pid == self.process.pid:
             return True
-        return (self.temp_dir / "input" / Path(self.source).name).exists()
+        try:
+            return cpu.state(self.interpreter_pid) not in ("Z", "X")
+        except OSError:
+            return False
 
     @property
     def pid(self) -> int:
@@ -256,10 +304,12 @@ class Child:
             self.kill()
             raise
         self.usable = True
+        if "died" in answer:  # the server's forked child ended without an answer; the server lives
+            raise _ended(answer["died"], timeout_code)
         if "ok" in answer:
             return answer["ok"]
         if "failure" in answer:
-            if answer["failure"] == limit_codes.RESOURCE_LIMIT:
+            if answer["failure"] == limit_codes.RESOURCE_LIMIT and not self.forked:
                 self.usable = False  # a MemoryError may leave the child's heap in a poor state
             raise StageFailure(str(answer["failure"]), str(answer.get("detail", "")))
         raise SandboxError(f"{answer.get('error')}: {answer.get('detail')}")
@@ -308,10 +358,7 @@ class Child:
     def _death_failure(self, timeout_code: str) -> StageFailure:
         code = self.process.wait(timeout=5)
         self._kill_group()  # a process it started (tesseract) may outlive it
-        # Walled in, bubblewrap reports a child ended by a signal as 128 + the signal.
-        if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
-            return StageFailure(timeout_code, f"{CPU_TIME_USED_UP} (its hard limit, SIGXCPU); child ended")
-        return StageFailure(RESOURCE_LIMIT.code, f"the sandbox child died (exit status {code})")
+        return _ended(code, timeout_code)
 
     def kill(self) -> None:
         self.usable = False
@@ -319,13 +366,7 @@ class Child:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
-        if self.temp_dir.exists():
-            # The input's copy is read-only (so the child cannot change it); make it removable.
-            for folder in [self.temp_dir, *self.temp_dir.rglob("*")]:
-                if folder.is_dir() and not folder.is_symlink():
-                    with contextlib.suppress(OSError):
-                        folder.chmod(0o700)
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        _remove_tree(self.temp_dir)
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
                 stream.close()
@@ -337,6 +378,24 @@ class Child:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def _ended(code: int, timeout_code: str) -> StageFailure:
+    """The failure of a call whose process ended without an answer, by its exit status."""
+    # Walled in, bubblewrap reports a child ended by a signal as 128 + the signal.
+    if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+        return StageFailure(timeout_code, f"{CPU_TIME_USED_UP} (its hard limit, SIGXCPU); child ended")
+    return StageFailure(RESOURCE_LIMIT.code, f"the sandbox child died (exit status {code})")
+
+
+def _remove_tree(folder: Path) -> None:
+    """Remove ``folder``: an input's copy is read-only (so the child cannot change it)."""
+    if folder.exists():
+        for inner in [folder, *folder.rglob("*")]:
+            if inner.is_dir() and not inner.is_symlink():
+                with contextlib.suppress(OSError):
+                    inner.chmod(0o700)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 # What a call refused for its CPU time says, whoever ended it (the worker, or the kernel).
@@ -363,29 +422,51 @@ class CpuBudget:
             )
 
 
-# One idle child per worker process (a q2 worker runs one job at a time; tests run several
-# threads, which then start their own).
+# Entry points whose child keeps what is costly to set up between one input's calls (the OCR
+# engine's models, the open PDF: documents/sandbox/ocr_page.py): they run in a child per input
+# file even where the fork server runs, since a forked process would set it all up per page.
+WARM_CALLS = frozenset({"recognize_page"})
+
+# One idle process of each kind per worker process (a fork server, and a child per input file;
+# a q2 worker runs one job at a time; tests run several threads, which then start their own).
 _idle: list[Child] = []
 _idle_lock = threading.Lock()
 atexit.register(lambda: discard_idle())
 
 
-def _acquire(source: str | None) -> Child:
-    """The idle child when it serves the same input (else it is retired), or a fresh one."""
-    stale = []
+def _acquire(source: str | None, fork_server: bool) -> Child:
+    """The idle process of the kind wanted when it serves the same input or is a fork server, or
+    a fresh one. An idle child of another input file is retired (its document is done); an idle
+    server waits for the next call that wants one."""
+    wanted = fork_server and settings.DOCUMENTS_SANDBOX_FORK_SERVER and sandbox_walls().isolated
+    stale: list[Child] = []
+    kept: list[Child] = []
+    child: Child | None = None
     with _idle_lock:
         while _idle:
-            child = _idle.pop()
-            mine = child.owner_pid == os.getpid() and child.process.poll() is None
-            if mine and child.source == source and child.intact() and child.idled():
-                break
-            stale.append(child)
-        else:
-            child = None
+            candidate = _idle.pop()
+            mine = candidate.owner_pid == os.getpid() and candidate.alive()
+            usable = mine and candidate.intact() and candidate.idled()
+            fits = usable and (candidate.forked or candidate.source == source)
+            if candidate.forked != wanted:
+                (kept if fits else stale).append(candidate)
+            elif child is None and fits:
+                child = candidate
+            else:
+                stale.append(candidate)
+        _idle.extend(kept)
     for old in stale:
         if old.owner_pid == os.getpid():
             old.kill()
-    return child if child is not None else Child(source)
+    if child is None:
+        return Child(source, fork_server=fork_server)
+    if child.forked and child.source != source:
+        try:
+            child.serve(source)
+        except BaseException:
+            child.kill()
+            raise
+    return child
 
 
 def _release(child: Child) -> None:
@@ -400,7 +481,7 @@ def _release(child: Child) -> None:
         return
     child.cpu_at_rest = child.tree_cpu()
     with _idle_lock:
-        if not _idle:
+        if not any(idle.forked == child.forked for idle in _idle):
             _idle.append(child)
             return
     child.kill()
@@ -422,7 +503,7 @@ def sandbox_call(
     call over its wall or CPU time, ``resource_limit``) and whatever ``check`` raises; the child
     is killed in both cases.
     """
-    child = _acquire(None if source is None else str(source))
+    child = _acquire(None if source is None else str(source), fork_server=name not in WARM_CALLS)
     try:
         return child.call(
             name,

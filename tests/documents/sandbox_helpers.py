@@ -10,6 +10,7 @@ import os
 import resource
 import signal
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -68,6 +69,34 @@ def pid() -> str:
     return _PROCESS
 
 
+def process() -> dict[str, Any]:
+    """Which process answers (its pid and its parent's, in its namespace) and of which server
+    (``_PROCESS``, drawn once where this module was imported)."""
+    return {"pid": os.getpid(), "parent": os.getppid(), "server": _PROCESS}
+
+
+def leave_behind() -> str:
+    """What a subverted child would do to reach the next tenant's call: leave a file in its
+    scratch space and a process that waits."""
+    with open(os.path.join(tempfile.gettempdir(), "left-behind"), "w") as left:
+        left.write("from an earlier call")
+    with open("/tmp/left-behind-too", "w") as left:
+        left.write("from an earlier call")
+    if os.fork() == 0:
+        os.setsid()
+        time.sleep(600)
+        os._exit(0)
+    return "left"
+
+
+def look_around() -> dict[str, Any]:
+    """What this call can see of earlier ones: files in its scratch space, and other processes."""
+    others = [
+        int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (os.getpid(), os.getppid(), 1)
+    ]
+    return {"files": sorted(os.listdir("/tmp")), "processes": others}
+
+
 def environment() -> list[str]:
     return sorted(os.environ)
 
@@ -86,6 +115,9 @@ SANDBOX_ENTRYPOINTS: dict[str, Any] = {
     "test.allocate": allocate,
     "test.crash": crash,
     "test.pid": pid,
+    "test.process": process,
+    "test.leave_behind": leave_behind,
+    "test.look_around": look_around,
     "test.environment": environment,
     "test.modules": modules,
 }

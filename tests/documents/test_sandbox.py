@@ -54,7 +54,9 @@ def test_the_child_sees_none_of_the_workers_secrets(monkeypatch: pytest.MonkeyPa
     assert not names & {"SECRET_KEY", "DATABASE_URL", "EMBEDDINGS_HTTP_API_KEY", "DJANGO_SETTINGS_MODULE"}
 
 
-def test_a_child_is_reused_and_replaced_after_a_failure() -> None:
+def test_a_child_is_reused_and_replaced_after_a_failure(settings: DjangoSettings) -> None:
+    """Without the fork server (off, or outside the walls): one child serves an input's calls."""
+    settings.DOCUMENTS_SANDBOX_FORK_SERVER = False
     first = sandbox.sandbox_call("test.pid")
     assert sandbox.sandbox_call("test.pid") == first
     with pytest.raises(StageFailure):
@@ -147,6 +149,8 @@ def test_a_child_that_used_more_than_a_budget_over_several_calls_still_serves_a_
 
 
 def test_a_child_still_working_after_its_answer_is_not_given_another_call(settings: DjangoSettings) -> None:
+    """Without the fork server (whose forked children end with their answer)."""
+    settings.DOCUMENTS_SANDBOX_FORK_SERVER = False
     settings.DOCUMENTS_SANDBOX_CPU_SECONDS = 30
     first = sandbox.sandbox_call("test.spin_behind")  # answers, and leaves a thread spinning
     (idle,) = sandbox._idle

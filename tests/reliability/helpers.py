@@ -49,6 +49,21 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def sandbox_readers(pid: int) -> list[int]:
+    """The processes under ``pid`` reading a document in the sandbox: a child per input file, or
+    a fork server's forked child (walled in, bubblewrap and setpriv carry the same command line
+    as the child they start; the server itself reads nothing)."""
+    found = []
+    for process in descendants(pid):
+        with contextlib.suppress(OSError):
+            name = Path(f"/proc/{process}/comm").read_text().strip()
+            launcher = name in ("bwrap", "setpriv")
+            started = b"documents.sandbox.child" in Path(f"/proc/{process}/cmdline").read_bytes()
+            if name == "sandbox-call" or (started and not launcher):
+                found.append(process)
+    return found
+
+
 def alive(pid: int) -> bool:
     try:
         status = Path(f"/proc/{pid}/status").read_text()

@@ -24,7 +24,7 @@ from jobs.services.lifecycle import job_cancel
 from tests.conftest import Processes, wait_for
 from tests.documents.helpers import make_tenant, upload
 from tests.reliability import corpus
-from tests.reliability.helpers import alive, descendants
+from tests.reliability.helpers import alive, sandbox_readers
 from tests.reliability.test_hostile_inputs import describe, start_platform
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
@@ -87,27 +87,16 @@ def responsive_while_spinning_then_cancelled(
     wait_for(lambda: not alive(spinning), timeout=10, what=f"{what} to be killed")
 
 
-def sandbox_children(cluster_pid: int) -> list[int]:
-    """The sandbox interpreters (walled in, bubblewrap and setpriv carry the same command line)."""
-    found = []
-    for pid in descendants(cluster_pid):
-        with contextlib.suppress(OSError):
-            launcher = Path(f"/proc/{pid}/comm").read_text().strip() in ("bwrap", "setpriv")
-            if not launcher and b"documents.sandbox.child" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(pid)
-    return found
-
-
 def spinning_job(processes: Processes, env: dict[str, str]) -> tuple[int, Job, int]:
     cluster = start_platform(processes, env)
     hostile = upload(make_tenant("hostile"), corpus.nested_html(200_000), "deep.html").job
     assert hostile is not None
     wait_for(
-        lambda: Job.objects.get(pk=hostile.pk).status == Status.RUNNING and sandbox_children(cluster.pid),
+        lambda: Job.objects.get(pk=hostile.pk).status == Status.RUNNING and sandbox_readers(cluster.pid),
         timeout=60,
         what="the hostile file's parser to start in a sandbox child",
     )
-    (child,) = sandbox_children(cluster.pid)
+    (child,) = sandbox_readers(cluster.pid)
     return cluster.pid, hostile, child
 
 
@@ -138,7 +127,7 @@ def test_a_parser_over_its_wall_time_fails_as_parse_timeout(
         job = Job.objects.get(pk=hostile.pk)
         assert (job.error_code, job.stage, job.attempt) == ("parse_timeout", "parsing", 2), describe(job)
         assert not alive(child)
-        assert sandbox_children(cluster) == [] or all(pid != child for pid in sandbox_children(cluster))
+        assert sandbox_readers(cluster) == [] or all(pid != child for pid in sandbox_readers(cluster))
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(cluster, signal.SIGKILL)

@@ -28,7 +28,7 @@ from jobs.models import FINISHED, Job, StageRun, Status
 from tests.conftest import Processes, wait_for
 from tests.documents.helpers import make_tenant, upload
 from tests.reliability import corpus
-from tests.reliability.helpers import alive, descendants
+from tests.reliability.helpers import alive, descendants, sandbox_readers
 from tests.reliability.test_hostile_inputs import describe, start_platform
 from tests.reliability.test_sandbox_cluster import (
     responsive_while_spinning_then_cancelled,
@@ -102,7 +102,7 @@ def test_ocr_spinning_on_a_hostile_image_leaves_its_worker_responsive_and_dies_o
             what="tesseract to start on the noise page in a sandbox child",
         )
         (engine,) = recognizing(cluster)
-        (child,) = named(cluster, "documents.sandbox.child")
+        (child,) = sandbox_readers(cluster)
         assert engine in descendants(child), "tesseract runs in the sandbox child's process tree"
 
         responsive_while_spinning_then_cancelled(
