@@ -12,7 +12,7 @@ word, and tell that it did. Here the table's terms carry their tenant (``<tenant
 - each matching row's term frequency: the occurrences of the tenant's terms (``fts5vocab``
   instances: the tenant's posting lists only), and its length from its search text.
 
-The score is Okapi BM25 with FTS5's ``k1`` and ``b`` and the idf that never goes negative
+The score is Okapi BM25 with FTS5's ``k1``, ``b`` 0 (``backends.B``) and the idf that never goes negative
 (``log(1 + (N - n + 0.5) / (n + 0.5))``, PostgreSQL's ranking uses the same): in a small tenant
 a word in most of its chunks still counts a little. As before, terms in more than
 ``COMMON_SHARE`` of the tenant's entries (or ``COMMON_ROWS``) neither select nor score rows
