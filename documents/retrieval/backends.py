@@ -152,6 +152,20 @@ N_CAP = int(DF_CAP / COMMON_SHARE)
 # The most rows one query ranks: bounded work even for a query of only common words.
 SCAN_CAP = 10_000
 
+
+def scoring_terms(n: int, df: dict[str, int], tokens: list[str]) -> list[tuple[str, float]]:
+    """The query's terms that select and score rows, in order, each with its idf, from the
+    tenant's entries ``n`` and each term's entries ``df`` (a term the tenant lacks is absent or
+    0): the rule both databases rank by. Counts are capped (``n`` at ``N_CAP``, a term's at
+    ``DF_CAP``: PostgreSQL stops counting there); a term in more than ``COMMON_SHARE`` of the
+    entries, or in ``DF_CAP`` or more, is common and left out unless every term is."""
+    n = min(n, N_CAP)
+    present = [(t, min(df[t], DF_CAP)) for t in tokens if df.get(t)]
+    common = min(COMMON_SHARE * n, DF_CAP - 1)
+    selective = [(t, d) for t, d in present if d <= common] or present
+    return [(t, math.log(1 + (n - d + 0.5) / (d + 0.5))) for t, d in selective]
+
+
 # Past this many entries the average length is that of a sample: it only scales the length norm.
 LENGTH_SAMPLE = 1_000
 COUNT_SQL = "SELECT count(*) FROM (SELECT 1 FROM documents_indexentry WHERE tenant_id = %s LIMIT %s) n"
@@ -262,19 +276,16 @@ def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
     dfs: list[int] = []
     if counted:
         [(dfs,)] = fetch(DF_SQL.format(tsv=TSV), [scope.tenant_id, DF_CAP, [tsquery([t]) for t in counted]])
-    df_of = {**estimated, **dict(zip(counted, dfs or [], strict=True))}
-    present = [(tsquery([t]), int(df_of[t])) for t in tokens if df_of.get(t)]
-    if not present:
-        return []
+    df_of = {**estimated, **{t: int(d) for t, d in zip(counted, dfs or [], strict=True)}}
     # A count that reached its cap is common too: past the cap the true frequency is unknown.
-    common = min(COMMON_SHARE * n, DF_CAP - 1)
-    # As on SQLite, the common terms neither select nor score rows when the query has rarer ones.
-    selective = [(t, df) for t, df in present if df <= common] or present
-    terms = [t for t, _ in selective]
-    weights = [math.log(1 + (n - df + 0.5) / (df + 0.5)) for _, df in selective]
+    scoring = scoring_terms(n, df_of, tokens)
+    if not scoring:
+        return []
+    terms = [tsquery([t]) for t, _ in scoring]
+    weights = [w for _, w in scoring]
     selecting = " | ".join(terms)
     where, params = scope_sql(scope)
-    if all(df < DF_CAP for _, df in selective):
+    if all(df_of[t] < DF_CAP for t, _ in scoring):
         # Each selecting term is in fewer than DF_CAP of the tenant's rows: take their rows from
         # the GIN index first, then the scope. Left to itself the planner may go through the
         # scope's documents and test every one of their entries' text instead (10% of 1M
