@@ -12,13 +12,13 @@ word, and tell that it did. Here the table's terms carry their tenant (``<tenant
 - each matching row's term frequency: the occurrences of the tenant's terms (``fts5vocab``
   instances: the tenant's posting lists only), and its length from its search text.
 
-The score is Okapi BM25 with FTS5's ``k1``, ``b`` 0 (``backends.B``) and the idf that never goes negative
-(``log(1 + (N - n + 0.5) / (n + 0.5))``, PostgreSQL's ranking uses the same): in a small tenant
-a word in most of its chunks still counts a little. As before, common terms (in more than
-``COMMON_SHARE`` of the tenant's entries) neither select nor score rows when the query has rarer
-ones: they would select most of the tenant and add little. Which terms score and their idf
-follow PostgreSQL's rule, caps included (``backends.scoring_terms``), so both databases rank
-alike in a tenant of any size.
+The score is Okapi BM25 with FTS5's ``k1``, ``b`` 0 (``backends.B``: no length norm) and the
+idf that never goes negative (``log(1 + (N - n + 0.5) / (n + 0.5))``, PostgreSQL's ranking uses
+the same): in a small tenant a word in most of its chunks still counts a little. As before,
+common terms (in more than ``COMMON_SHARE`` of the tenant's entries) neither select nor score
+rows when the query has rarer ones: they would select most of the tenant and add little. Which
+terms score and their idf follow PostgreSQL's rule, caps included (``backends.scoring_terms``),
+so both databases rank alike in a tenant of any size.
 """
 
 from __future__ import annotations

@@ -122,9 +122,9 @@ DISMISSAL = "被公司辞退能拿多少赔偿"
 
 
 def bm25(tenant, tokens: list[str]) -> dict[int, float]:
-    """Okapi BM25 (k1 1.2, b 0: no length norm, the idf that never goes negative) of the tenant's entries for
-    ``tokens``, computed here from their search texts, on the terms in at most a fifth of them
-    (all the query's terms the tenant holds when none is that rare)."""
+    """Okapi BM25 (k1 1.2, b 0: no length norm, the idf that never goes negative) of the
+    tenant's entries for ``tokens``, computed here from their search texts, on the terms in at
+    most a fifth of them (all the query's terms the tenant holds when none is that rare)."""
     entries = {e.pk: e.search_text.split() for e in IndexEntry.objects.filter(tenant=tenant)}
     n = len(entries)
     df = {t: sum(t in words for words in entries.values()) for t in tokens}

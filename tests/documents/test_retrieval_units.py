@@ -111,7 +111,8 @@ def test_both_databases_leave_out_the_same_common_terms_in_a_large_tenant():
     df = {"rare": 12, "frequent": 6_000, "everywhere": 90_000, "missing": 0}
     scored = scoring_terms(n, df, ["frequent", "rare", "missing", "everywhere"])
     assert scored == [("rare", pytest.approx(math.log(1 + (N_CAP - 12 + 0.5) / 12.5)))]
-    # Below the caps a fifth of the tenant is the line; only common terms: all of them score.
+    # Below the caps a fifth of the tenant is the line.
     assert [t for t, _ in scoring_terms(1_000, {"a": 200, "b": 201}, ["a", "b"])] == ["a"]
+    # A query of common terms only: all of them score, their counts capped.
     capped = pytest.approx(math.log(1 + (N_CAP - DF_CAP + 0.5) / (DF_CAP + 0.5)))
     assert scoring_terms(n, {"x": 30_000, "y": 50_000}, ["x", "y"]) == [("x", capped), ("y", capped)]
