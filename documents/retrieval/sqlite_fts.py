@@ -12,25 +12,23 @@ word, and tell that it did. Here the table's terms carry their tenant (``<tenant
 - each matching row's term frequency: the occurrences of the tenant's terms (``fts5vocab``
   instances: the tenant's posting lists only), and its length from its search text.
 
-The score is Okapi BM25 with FTS5's ``k1`` and ``b`` and the idf that never goes negative
-(``log(1 + (N - n + 0.5) / (n + 0.5))``, PostgreSQL's ranking uses the same): in a small tenant
-a word in most of its chunks still counts a little. As before, terms in more than
-``COMMON_SHARE`` of the tenant's entries (or ``COMMON_ROWS``) neither select nor score rows
-when the query has rarer ones: they would select most of the tenant and add little.
+The score is Okapi BM25 with FTS5's ``k1``, ``b`` 0 (``backends.B``: no length norm) and the
+idf that never goes negative (``log(1 + (N - n + 0.5) / (n + 0.5))``, PostgreSQL's ranking uses
+the same): in a small tenant a word in most of its chunks still counts a little. As before,
+common terms (in more than ``COMMON_SHARE`` of the tenant's entries) neither select nor score
+rows when the query has rarer ones: they would select most of the tenant and add little. Which
+terms score and their idf follow PostgreSQL's rule, caps included (``backends.scoring_terms``),
+so both databases rank alike in a tenant of any size.
 """
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import threading
 
 from documents.retrieval import backends
-from documents.retrieval.backends import COMMON_SHARE, JOIN_DOCUMENT, K1, B, Ranked, Scope
+from documents.retrieval.backends import JOIN_DOCUMENT, K1, B, Ranked, Scope, scoring_terms
 from documents.retrieval.schema import FTS, STATS, TOKENIZE, term_count
-
-# A term in more of the tenant's rows than this is common whatever the share.
-COMMON_ROWS = 20_000
 
 # Each selecting term's occurrences in the tenant's rows (its own terms: its posting lists only),
 # counted per row, then each row's BM25 over them; the scope is checked on the row and its
@@ -92,15 +90,12 @@ def lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
     entries, total_terms = tenant_counts(scope.tenant_id)
     terms = index_terms(tokens) if entries else []
     df = frequencies(scope.tenant_id, terms) if terms else {}
-    present = [t for t in terms if t in df]
-    if not present:
+    scoring = scoring_terms(entries, df, terms)
+    if not scoring:
         return []
-    common = min(COMMON_SHARE * entries, COMMON_ROWS)
-    selective = [t for t in present if df[t] <= common] or present
-    idf = [math.log(1 + (entries - df[t] + 0.5) / (df[t] + 0.5)) for t in selective]
     average_length = max(total_terms / entries, 1.0)
     where, params = backends.scope_sql(scope)
-    sql = RANK_SQL.format(values=", ".join(["(%s, %s)"] * len(selective)), where=where)
-    weights = [(tenant_term(scope.tenant_id, t), w) for t, w in zip(selective, idf, strict=True)]
+    sql = RANK_SQL.format(values=", ".join(["(%s, %s)"] * len(scoring)), where=where)
+    weights = [(tenant_term(scope.tenant_id, t), w) for t, w in scoring]
     rows = backends.fetch(sql, [*(v for pair in weights for v in pair), average_length, *params, limit])
     return [(int(i), float(s)) for i, s in rows]

@@ -122,12 +122,11 @@ DISMISSAL = "被公司辞退能拿多少赔偿"
 
 
 def bm25(tenant, tokens: list[str]) -> dict[int, float]:
-    """Okapi BM25 (k1 1.2, b 0.75, the idf that never goes negative) of the tenant's entries for
-    ``tokens``, computed here from their search texts, on the terms in at most a fifth of them
-    (all the query's terms the tenant holds when none is that rare)."""
+    """Okapi BM25 (k1 1.2, b 0: no length norm, the idf that never goes negative) of the
+    tenant's entries for ``tokens``, computed here from their search texts, on the terms in at
+    most a fifth of them (all the query's terms the tenant holds when none is that rare)."""
     entries = {e.pk: e.search_text.split() for e in IndexEntry.objects.filter(tenant=tenant)}
     n = len(entries)
-    average = sum(map(len, entries.values())) / n
     df = {t: sum(t in words for words in entries.values()) for t in tokens}
     present = [t for t in tokens if df[t]]
     terms = [t for t in present if df[t] <= 0.2 * n] or present
@@ -137,7 +136,7 @@ def bm25(tenant, tokens: list[str]) -> dict[int, float]:
         for t in terms:
             tf = words.count(t)
             idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-            score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(words) / average))
+            score += idf * tf * 2.2 / (tf + 1.2)
         if score:
             scores[pk] = score
     return scores

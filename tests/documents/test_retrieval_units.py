@@ -1,9 +1,13 @@
-"""The pure parts of retrieval: the text the full-text index and the query see, and rank fusion."""
+"""The pure parts of retrieval: the text the full-text index and the query see, the terms BM25
+scores, and rank fusion."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
+from documents.retrieval.backends import DF_CAP, N_CAP, scoring_terms
 from documents.retrieval.fusion import RRF_K, fuse
 from documents.retrieval.sqlite_fts import index_terms
 from documents.retrieval.text import (
@@ -97,3 +101,18 @@ def test_the_graph_pass_searches_enough_candidates_for_recall_even_when_the_whol
     assert pgvector.ef_search_for(10, 0.5) == 1000
     assert pgvector.ef_search_for(10, 0.1) == 1000
     assert pgvector.ef_search_for(50, 0.05) == pgvector.MAX_EF_SEARCH
+
+
+def test_both_databases_leave_out_the_same_common_terms_in_a_large_tenant():
+    # One rule for SQLite and PostgreSQL. SQLite once cut at a fifth of its entries or 20,000:
+    # at 100,000 entries it kept a word in 6,000 of them, which PostgreSQL (whose counts stop at
+    # DF_CAP) dropped, and it took idf from the uncapped total: the two ranked differently.
+    n = 100_000
+    df = {"rare": 12, "frequent": 6_000, "everywhere": 90_000, "missing": 0}
+    scored = scoring_terms(n, df, ["frequent", "rare", "missing", "everywhere"])
+    assert scored == [("rare", pytest.approx(math.log(1 + (N_CAP - 12 + 0.5) / 12.5)))]
+    # Below the caps a fifth of the tenant is the line.
+    assert [t for t, _ in scoring_terms(1_000, {"a": 200, "b": 201}, ["a", "b"])] == ["a"]
+    # A query of common terms only: all of them score, their counts capped.
+    capped = pytest.approx(math.log(1 + (N_CAP - DF_CAP + 0.5) / (DF_CAP + 0.5)))
+    assert scoring_terms(n, {"x": 30_000, "y": 50_000}, ["x", "y"]) == [("x", capped), ("y", capped)]
