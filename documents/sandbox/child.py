@@ -132,6 +132,37 @@ _NEW_NAMESPACES = (0x10000000, 0x00020000, 0x40000000)  # CLONE_NEWUSER, CLONE_N
 _AF_UNIX = 1
 
 
+# The libraries pyseccomp loads, by soname: its module looks each up with ctypes.util.find_library,
+# which starts ``ldconfig -p`` to read the loader's cache (two processes more in every child, a
+# few milliseconds of CPU and tens of wall time on a loaded machine); the loader itself finds a
+# soname in that cache. A machine with another soname gets the search as before.
+_SONAMES = {"c": "libc.so.6", "seccomp": "libseccomp.so.2"}
+
+
+def _import_pyseccomp() -> Any:
+    import ctypes
+    import ctypes.util
+
+    search = ctypes.util.find_library
+
+    def by_soname(name: str) -> str | None:
+        soname = _SONAMES.get(name)
+        if soname is None:
+            return search(name)
+        try:
+            ctypes.CDLL(soname)
+        except OSError:
+            return search(name)
+        return soname
+
+    ctypes.util.find_library = by_soname  # the child has one thread yet: nobody else looks
+    try:
+        import pyseccomp
+    finally:
+        ctypes.util.find_library = search
+    return pyseccomp
+
+
 def filter_syscalls() -> bool:
     """A seccomp filter (libseccomp through ``pyseccomp``): the calls above fail with EPERM,
     and so does every socket but a Unix one (no network even where a network namespace is
@@ -139,7 +170,7 @@ def filter_syscalls() -> bool:
     library reads limits through it too). Returns False where the machine has no libseccomp:
     the other walls still hold."""
     try:
-        import pyseccomp as seccomp
+        seccomp = _import_pyseccomp()
 
         rules = seccomp.SyscallFilter(seccomp.ALLOW)
         denied = seccomp.ERRNO(errno.EPERM)

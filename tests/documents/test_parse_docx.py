@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -63,18 +64,19 @@ def test_docx_is_one_page_and_resuming_past_it_yields_nothing(tmp_path: Path) ->
     assert list(parse(path, Kind.DOCX, start_page=1)) == []
 
 
+# Builders, not bytes: a bomb would otherwise be built at collection, in every worker.
 @pytest.mark.parametrize(
-    "data",
+    "build",
     [
-        pytest.param(files.docx_bomb(200), id="member-over-100mb"),
-        pytest.param(files.docx_bomb(20), id="ratio-over-200"),
-        pytest.param(files.docx_many_entries(5_001), id="too-many-entries"),
+        pytest.param(lambda: files.docx_bomb(200), id="member-over-100mb"),
+        pytest.param(lambda: files.docx_bomb(20), id="ratio-over-200"),
+        pytest.param(lambda: files.docx_many_entries(5_001), id="too-many-entries"),
     ],
 )
 def test_docx_bomb_fails_with_unsupported_input_before_python_docx_reads_it(
-    tmp_path: Path, data: bytes
+    tmp_path: Path, build: Callable[[], bytes]
 ) -> None:
-    stage_failure = failure(docx(tmp_path, data))
+    stage_failure = failure(docx(tmp_path, build()))
     assert stage_failure.cause == "unsupported_input"
     assert stage_failure.detail.startswith("DOCX pre-check")
 

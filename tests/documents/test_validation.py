@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import zipfile
+from collections.abc import Callable
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -116,17 +117,21 @@ def test_unsupported_content_is_rejected_with_415(data: bytes) -> None:
     assert (rejection.code, rejection.http_status) == (RejectCode.UNSUPPORTED_TYPE, 415)
 
 
+# Builders, not bytes: a bomb takes a good part of a second to build, and a parameter would be
+# built at collection, in every worker, whether or not its test runs there.
 @pytest.mark.parametrize(
-    ("data", "message_part"),
+    ("build", "message_part"),
     [
-        pytest.param(files.docx_bomb(200), "expands to more data", id="member-over-100mb"),
-        pytest.param(files.docx_bomb(20), "expands to more data", id="ratio-over-200"),
-        pytest.param(files.docx_many_entries(5_001), "too many internal parts", id="too-many-entries"),
-        pytest.param(files.docx_with_encrypted_member(), "password-protected", id="encrypted-member"),
+        pytest.param(lambda: files.docx_bomb(200), "expands to more data", id="member-over-100mb"),
+        pytest.param(lambda: files.docx_bomb(20), "expands to more data", id="ratio-over-200"),
+        pytest.param(
+            lambda: files.docx_many_entries(5_001), "too many internal parts", id="too-many-entries"
+        ),
+        pytest.param(files.docx_with_encrypted_member, "password-protected", id="encrypted-member"),
     ],
 )
-def test_docx_bombs_are_rejected_with_docx_bomb(data: bytes, message_part: str) -> None:
-    rejection = reject(data, filename="report.docx", max_bytes=LIMIT)
+def test_docx_bombs_are_rejected_with_docx_bomb(build: Callable[[], bytes], message_part: str) -> None:
+    rejection = reject(build(), filename="report.docx", max_bytes=LIMIT)
     assert (rejection.code, rejection.http_status) == (RejectCode.DOCX_BOMB, 400)
     assert message_part in rejection.message
 
@@ -137,19 +142,23 @@ def test_name_with_nothing_usable_is_rejected_with_invalid_name() -> None:
 
 
 @pytest.mark.parametrize(
-    ("data", "name", "code"),
+    ("build", "name", "code"),
     [
-        pytest.param(b"", "/srv/secret/plan.docx", RejectCode.FILE_EMPTY, id="empty"),
-        pytest.param(b"x" * (LIMIT + 1), "/srv/secret/plan.docx", RejectCode.FILE_TOO_LARGE, id="too-large"),
+        pytest.param(lambda: b"", "/srv/secret/plan.docx", RejectCode.FILE_EMPTY, id="empty"),
         pytest.param(
-            files.zip_of_other_files(), "/srv/secret/plan.docx", RejectCode.UNSUPPORTED_TYPE, id="type"
+            lambda: b"x" * (LIMIT + 1), "/srv/secret/plan.docx", RejectCode.FILE_TOO_LARGE, id="too-large"
         ),
-        pytest.param(files.docx_bomb(200), "/srv/secret/plan.docx", RejectCode.DOCX_BOMB, id="bomb"),
-        pytest.param(files.text_pdf(), "/srv/secret/\x01/", RejectCode.INVALID_NAME, id="name"),
+        pytest.param(
+            files.zip_of_other_files, "/srv/secret/plan.docx", RejectCode.UNSUPPORTED_TYPE, id="type"
+        ),
+        pytest.param(lambda: files.docx_bomb(200), "/srv/secret/plan.docx", RejectCode.DOCX_BOMB, id="bomb"),
+        pytest.param(files.text_pdf, "/srv/secret/\x01/", RejectCode.INVALID_NAME, id="name"),
     ],
 )
-def test_rejection_messages_do_not_echo_names_or_paths(data: bytes, name: str, code: RejectCode) -> None:
-    rejection = reject(data, filename=name)
+def test_rejection_messages_do_not_echo_names_or_paths(
+    build: Callable[[], bytes], name: str, code: RejectCode
+) -> None:
+    rejection = reject(build(), filename=name)
     assert rejection.code is code
     assert str(rejection) == rejection.message
     assert "secret" not in rejection.message

@@ -160,6 +160,18 @@ def test_a_missing_index_that_forbids_two_running_attempts_is_reported(capsys):
     assert "FAIL two_running_attempts" in out and "index that forbids it is missing" in out
 
 
+def test_an_index_of_that_name_that_forbids_nothing_is_reported(capsys):
+    """The same name on an index that is not unique: two running attempts would be accepted."""
+    with connection.cursor() as cursor:  # before any row: PostgreSQL changes no table with checks pending
+        cursor.execute("DROP INDEX stagerun_one_running_per_job")
+        table = connection.ops.quote_name(StageRun._meta.db_table)
+        cursor.execute(f"CREATE INDEX stagerun_one_running_per_job ON {table} (job_id)")
+    running()
+    code, out = audit(capsys)
+    assert code == 1
+    assert "FAIL two_running_attempts" in out and "index that forbids it is missing" in out
+
+
 def unbounded_scans(plan: dict) -> list[str]:
     """Plan nodes that read a table without an index condition or an audit partial index."""
     found = []
