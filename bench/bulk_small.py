@@ -242,7 +242,7 @@ def stats_child() -> dict[str, Any]:
     """After a platform run: the jobs' states, chunks, and each stage's total time."""
     from collections import Counter
 
-    from documents.models import Chunk, Tenant
+    from documents.models import Chunk, DocumentVersion, Tenant
     from jobs.models import Job, StageRun
 
     tenant = Tenant.objects.get(slug="bench")
@@ -250,10 +250,26 @@ def stats_child() -> dict[str, Any]:
     stages: dict[str, float] = {}
     for run in StageRun.objects.filter(job__tenant=tenant.slug).exclude(finished_at=None):
         stages[run.stage] = stages.get(run.stage, 0.0) + (run.finished_at - run.started_at).total_seconds()
+    # The probe's jobs (its files are log-N.txt): where one upload's time to ready goes, median ms
+    # of each step (queued -> a worker starts it, each stage, the last stage's end -> ready).
+    steps: dict[str, list[float]] = {}
+    probe_job_ids = DocumentVersion.objects.filter(
+        document__tenant=tenant, original_name__startswith="log-"
+    ).values_list("job_id", flat=True)
+    for job in Job.objects.filter(pk__in=list(probe_job_ids), status="ready"):
+        runs = sorted(job.runs.exclude(finished_at=None), key=lambda r: r.started_at)
+        if not runs or job.queued_at is None or job.finished_at is None:
+            continue
+        marks = [("queued -> first stage", job.queued_at, runs[0].started_at)]
+        marks += [(run.stage, run.started_at, run.finished_at) for run in runs]
+        marks.append(("last stage -> ready", runs[-1].finished_at, job.finished_at))
+        for name, start, end in marks:
+            steps.setdefault(name, []).append((end - start).total_seconds() * 1000)
     return {
         "states": dict(states),
         "chunks": Chunk.objects.filter(version__document__tenant=tenant).count(),
         "stage_s": stages,
+        "probe_steps_ms": {name: common.median(values) for name, values in steps.items()},
     }
 
 
@@ -621,7 +637,13 @@ def main() -> int:
                     f"p95 {pr['p95_ms']:.0f} ms, max {pr['max_ms']:.0f} ms ({pr['throttled_429']} x 429, "
                     f"{pr['waited_s']:.1f} s waited)"
                 )
-                report.figures["probe"] = {**pr, "backend": backend}
+                steps = stats.get("probe_steps_ms") or {}
+                if steps:
+                    say(
+                        f"[{backend}] one-page probe, median ms a step: "
+                        + ", ".join(f"{name} {ms:.0f}" for name, ms in steps.items())
+                    )
+                report.figures["probe"] = {**pr, "backend": backend, "steps_ms": steps}
                 report.check(
                     f"{backend}: one-page upload -> ready p50",
                     pr["p50_ms"],
