@@ -521,7 +521,11 @@ Q_CLUSTER: dict[str, Any] = {
     "ack_failures": True,
     "save_limit": env_int("Q_SAVE_LIMIT", 250),
     "catch_up": False,
-    "poll": env_float("Q_POLL", 0.2),
+    # With the database as the broker (the embedded default), an idle worker looks for a task
+    # every poll: the wait is most of a one-page upload's time to ready at 0.2 s (bench/README.md,
+    # "One-page probe"); 0.05 s costs an idle cluster about 5 % of a core more. Redis wakes
+    # workers at once.
+    "poll": env_float("Q_POLL", 0.05),
     "bulk": env_int("Q_BULK", 1),
     "label": "Task queue",
     # Webhook deliveries have a queue and a cluster of their own (run_platform starts one qcluster
@@ -530,6 +534,7 @@ Q_CLUSTER: dict[str, Any] = {
     "ALT_CLUSTERS": {
         WEBHOOK_QUEUE: {
             "workers": env_int("WEBHOOK_WORKERS", 2),
+            "poll": env_float("WEBHOOK_POLL", 0.2),  # a delivery may wait; an upload's user waits
             "timeout": 120,
             "retry": 180,
             "recycle": 500,

@@ -211,6 +211,7 @@ def child_env(media_root: str | Path | None = None, **extra: str) -> dict[str, s
         "JOBS_PROGRESS_WRITE_SECONDS": "0",
         "Q_WORKERS": "2",
         "Q_POLL": "0.05",
+        "WEBHOOK_POLL": "0.05",
         "Q_TIMEOUT": "120",
         "MEDIA_ROOT": str(media_root or settings.MEDIA_ROOT),
         "LOG_LEVEL": "WARNING",

@@ -229,6 +229,7 @@ def private_env(server: PrivatePostgres, media: Path, scratch: Path, **overrides
         "JOBS_STUCK_EXIT_SECONDS": "5",
         "Q_WORKERS": "2",
         "Q_POLL": "0.05",
+        "WEBHOOK_POLL": "0.05",
         "Q_TIMEOUT": "120",
         "OCR_BATCH_SIZE": "1",
         "LOG_LEVEL": "WARNING",
