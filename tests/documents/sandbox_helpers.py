@@ -94,7 +94,20 @@ def look_around() -> dict[str, Any]:
     others = [
         int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (os.getpid(), os.getppid(), 1)
     ]
-    return {"files": sorted(os.listdir("/tmp")), "processes": others}
+    return {"files": sorted(set(os.listdir("/tmp")) - _walls_under_scratch()), "processes": others}
+
+
+def _walls_under_scratch() -> set[str]:
+    """The names in /tmp that the walls put there, not a call: where the project or its
+    virtualenv lives under /tmp (a fresh checkout), bubblewrap binds it on top of the scratch
+    space, in folders of it (``/proc/self/mountinfo``'s mount points)."""
+    names = set()
+    with open("/proc/self/mountinfo", "rb") as mounts:
+        for line in mounts:
+            point = os.fsdecode(line.split()[4])
+            if point.startswith("/tmp/"):
+                names.add(point.removeprefix("/tmp/").split("/")[0])
+    return names
 
 
 def environment() -> list[str]:
