@@ -22,11 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common
 from bench.common import say
-from bench.retrieval_quality import BATCH, LANGS, _open, metrics, rank_of
+from bench.retrieval_quality import LANGS, api_client, ingest, metrics, rank_of
 
 Row = dict[str, Any]
 
@@ -43,33 +41,12 @@ Row = dict[str, Any]
 def child(corpus_path: str, out: str) -> None:
     common.setup_django(dict(os.environ))
     common.migrate()
-    from django.core.files.uploadedfile import SimpleUploadedFile
-    from rest_framework.test import APIClient
-
     import documents.search as search
-    from documents.models import IndexEntry, Tenant
-    from documents.services.accounts import user_create_in_tenant
+    from documents.models import IndexEntry
 
     corpus = [json.loads(line) for line in Path(corpus_path).read_text(encoding="utf-8").splitlines()]
-    token = user_create_in_tenant(username="bench", tenant_slug="bench")
-    Tenant.objects.filter(slug="bench").update(max_running_jobs=100000, max_queued_jobs=100000)
-    client = APIClient(SERVER_NAME="localhost")
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    doc_page: dict[str, str] = {}
-    for start in range(0, len(corpus), BATCH):
-        part = corpus[start : start + BATCH]
-        files = [
-            SimpleUploadedFile(f"p{start + i}.txt", page["text"].encode(), content_type="text/plain")
-            for i, page in enumerate(part)
-        ]
-        batch = client.post("/api/batches", {"files": files}, format="multipart").json()
-        while _open(batch):
-            time.sleep(1)
-            batch = client.get(f"/api/batches/{batch['batch_id']}").json()
-        for item in batch["documents"]:
-            if item.get("document_id"):
-                doc_page[item["document_id"]] = corpus[int(re.sub(r"\D", "", item["filename"]))]["id"]
-        say(f"    ingested {start + len(part)}/{len(corpus)}")
+    client = api_client()
+    doc_page = ingest(client, corpus, "sqlite")
     captured: dict[str, Any] = {}
     shipped = search.fuse
 

@@ -125,30 +125,26 @@ def _vocab(tokenised: list[list[str]]) -> tuple[list[list[int]], dict[str, int]]
 # --- one configuration, in a child process ----------------------------------------------------
 
 
-def child(args: argparse.Namespace) -> None:
-    """Ingest the corpus through /api/batches and search every query in every mode via /api/search."""
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
-    common.setup_django(dict(os.environ))
-    common.migrate()
+def api_client() -> Any:
+    """A token-authenticated API client of a new workspace without queue limits (after Django's
+    setup and the migrations)."""
     from rest_framework.test import APIClient
 
     from documents.models import Tenant
-    from documents.retrieval import pgvector
     from documents.services.accounts import user_create_in_tenant
 
-    corpus = [json.loads(line) for line in Path(args.corpus).read_text(encoding="utf-8").splitlines()]
     token = user_create_in_tenant(username="bench", tenant_slug="bench")
     Tenant.objects.filter(slug="bench").update(max_running_jobs=100000, max_queued_jobs=100000)
     client = APIClient(SERVER_NAME="localhost")
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    from django.db import connection
+    return client
 
-    where = (
-        connection.vendor
-        if connection.vendor == "sqlite"
-        else ("pgvector" if pgvector.enabled(connection) else "postgresql")
-    )
+
+def ingest(client: Any, corpus: list[dict[str, str]], label: str) -> dict[str, str]:
+    """Upload the corpus through /api/batches, ``BATCH`` files a request, each batch waited for
+    until every file is finished; the page id of each document id."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
     started = time.monotonic()
     doc_page: dict[str, str] = {}
     for start in range(0, len(corpus), BATCH):
@@ -169,9 +165,29 @@ def child(args: argparse.Namespace) -> None:
             if item.get("document_id"):
                 doc_page[item["document_id"]] = corpus[int(re.sub(r"\D", "", item["filename"]))]["id"]
         say(
-            f"    [{args.label}] ingested {min(start + BATCH, len(corpus))}/{len(corpus)} "
+            f"    [{label}] ingested {min(start + BATCH, len(corpus))}/{len(corpus)} "
             f"({time.monotonic() - started:.0f} s) {batch['file_counts']}"
         )
+    return doc_page
+
+
+def child(args: argparse.Namespace) -> None:
+    """Ingest the corpus through /api/batches and search every query in every mode via /api/search."""
+    common.setup_django(dict(os.environ))
+    common.migrate()
+    from django.db import connection
+
+    from documents.retrieval import pgvector
+
+    corpus = [json.loads(line) for line in Path(args.corpus).read_text(encoding="utf-8").splitlines()]
+    client = api_client()
+    where = (
+        connection.vendor
+        if connection.vendor == "sqlite"
+        else ("pgvector" if pgvector.enabled(connection) else "postgresql")
+    )
+    started = time.monotonic()
+    doc_page = ingest(client, corpus, args.label)
     ingest_s = time.monotonic() - started
     ranks: dict[str, dict[str, list[int | None]]] = {m: {lang: [] for lang in LANGS} for m in MODES}
     started = time.monotonic()
