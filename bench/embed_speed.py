@@ -21,17 +21,24 @@ the deployed batch size.
 Verdicts: onnx chunks/s >= 2x numpy's (one thread, and two processes); cosine min >= 0.99;
 |MRR@10 onnx - numpy| <= 0.01 in every mode and language.
 
+``--batching`` measures only the batches ``encode_by_length`` cuts: each page's chunks (one
+document, as the embedding stage embeds it) with the texts cut every ``batch_size`` as before,
+and with ``length_batches``, alternated document by document; and a document of a 250-token and
+a 62-token chunk, the case the length batches are for.
+
     .venv/bin/python bench/embed_speed.py [--quick] [--pages N] [--runs N]
-        [--quality-backends sqlite,postgres,pgvector | --no-quality] [--json FILE]
+        [--quality-backends sqlite,postgres,pgvector | --no-quality | --batching] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +64,15 @@ def embedder_of(runtime: str) -> Any:
 def real_chunks(pages: list[dict[str, str]]) -> list[str]:
     """What the embedding stage gives the model for these pages: the platform's chunks (the
     settings' default sizes, bounded by the model's window) with their context header."""
+    return [text for document in real_documents(pages) for text in document]
+
+
+def real_documents(pages: list[dict[str, str]]) -> list[list[str]]:
+    """``real_chunks`` of each page apart: one uploaded document's chunks."""
     from documents.engines.chunking import Block, ChunkInputPage, chunk_for_model, embedded_text
 
     counter = embedder_of(TODAY)
-    texts: list[str] = []
+    documents: list[list[str]] = []
     for n, page in enumerate(pages):
         title = f"p{n}.txt"  # as an upload through the API names it
         blocks = tuple(Block("paragraph", part) for part in page["text"].split("\n\n") if part.strip())
@@ -72,8 +84,8 @@ def real_chunks(pages: list[dict[str, str]]) -> list[str]:
             target_tokens=350,
             max_tokens=500,
         )
-        texts.extend(embedded_text(title, chunk.text) for chunk in chunks)
-    return texts
+        documents.append([embedded_text(title, chunk.text) for chunk in chunks])
+    return documents
 
 
 # --- speed -------------------------------------------------------------------------------------
@@ -162,6 +174,61 @@ def two_processes(texts: list[str], runs: int) -> dict[str, Any]:
     return result
 
 
+# --- length batches ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def fixed_batches() -> Iterator[None]:
+    """``encode_by_length`` as it was before ``length_batches``: the texts sorted by length, cut
+    every ``batch_size`` whatever their lengths (this benchmark's baseline only)."""
+    from documents.embedders import bert_encoder
+
+    def fixed(lengths: Any, batch_size: int) -> list[list[int]]:
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+        return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+    length_batches = bert_encoder.length_batches
+    bert_encoder.length_batches = fixed
+    try:
+        yield
+    finally:
+        bert_encoder.length_batches = length_batches
+
+
+def batching(documents: list[list[str]], runs: int) -> dict[str, Any]:
+    """Each document's chunks embedded in one ``encode`` call (onnx, one thread, its batches of
+    2), fixed batches and length batches alternated document by document (order flipped each
+    time); a document of a 250-token and a 62-token chunk timed the same way, 20 times a pass."""
+    encoder = embedder_of(NEW).load()
+    sentence = "The harbour office counted the boats and the weather of every week. "
+    pair = [sentence * 19 + "Rain", sentence * 4 + "Then the tide came in at noon."]
+    assert [len(e.ids) for e in encoder.tokenizer.encode_batch(pair)] == [250, 62]
+    ways = {"fixed": fixed_batches, "length": contextlib.nullcontext}
+    encoder.encode(pair)  # warm up
+    seconds: dict[str, dict[str, list[float]]] = {w: {"corpus": [], "pair": []} for w in ways}
+    per_document: dict[str, list[float]] = {w: [] for w in ways}
+    for run in range(runs):
+        totals = {w: 0.0 for w in ways}
+        for n, texts in enumerate([*documents, *[pair] * 20]):
+            for way in ways if (run + n) % 2 == 0 else reversed(list(ways)):
+                with ways[way]():
+                    began = time.perf_counter()
+                    encoder.encode(texts)
+                    spent = time.perf_counter() - began
+                if n < len(documents):
+                    totals[way] += spent
+                    per_document[way].append(spent)
+                else:
+                    seconds[way]["pair"].append(spent)
+        for way in ways:
+            seconds[way]["corpus"].append(totals[way])
+        say(
+            f"  pass {run + 1}: "
+            + ", ".join(f"{w} batches {len(documents) / totals[w]:.1f} documents/s" for w in ways)
+        )
+    return {"seconds": seconds, "per_document": per_document}
+
+
 # --- answers -----------------------------------------------------------------------------------
 
 
@@ -185,6 +252,26 @@ def quality(pages: list[dict[str, str]], backends: str, tmp: Path) -> dict[str, 
     return out
 
 
+def length_batching(documents: list[list[str]], runs: int, report: Any) -> None:
+    counter = embedder_of(TODAY)
+    tokens = [[counter.count_tokens(t) for t in d] for d in documents]
+    mixed = sum(1 for d in tokens if len(d) > 1 and min(d) < 0.8 * max(min(counter.window, t) for t in d))
+    say(
+        f"corpus: {len(documents)} documents, {sum(map(len, documents))} chunks; {mixed} documents "
+        "with a chunk under 0.8 of the longest"
+    )
+    common.header(f"fixed against length batches, onnx, one thread ({runs} passes, alternated per document)")
+    found = batching(documents, runs)
+    common.header("results")
+    for what, unit in (("corpus", "s a pass"), ("pair", "ms, 250 + 62 tokens")):
+        old, new = (median(found["seconds"][w][what]) for w in ("fixed", "length"))
+        scale = 1000 if what == "pair" else 1
+        say(f"{what:7} fixed {old * scale:.2f}, length {new * scale:.2f} {unit} ({new / old:.2f}x)")
+        report.figures[f"{what}_fixed"], report.figures[f"{what}_length"] = old, new
+    old, new = (median(found["per_document"][w]) * 1000 for w in ("fixed", "length"))
+    say(f"a document, median: fixed {old:.1f} ms, length {new:.1f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     common.common_args(parser)
@@ -193,6 +280,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="alternated runs per measurement")
     parser.add_argument("--quality-backends", default="sqlite", help="databases of the MRR@10 comparison")
     parser.add_argument("--no-quality", action="store_true", help="speed and cosine only")
+    parser.add_argument(
+        "--batching", action="store_true", help="only fixed against length batches, per document (onnx)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.pages, args.max_chars, args.runs = (
@@ -202,12 +292,21 @@ def main() -> None:
         )
     from bench import eval_corpus
 
-    common.header("Embedding speed: onnxruntime vs today's numpy encoder (local, all-MiniLM-L6-v2)")
+    common.header(
+        "Embedding: fixed against length batches (local, onnx)"
+        if args.batching
+        else "Embedding speed: onnxruntime vs today's numpy encoder (local, all-MiniLM-L6-v2)"
+    )
     common.print_machine()
     report = common.Report("embed_speed")
     pages = eval_corpus.build(args.pages, args.max_chars)
     if not pages:
         raise SystemExit("no corpus: install the documentation packages (see bench/eval_corpus.py)")
+    if args.batching:
+        length_batching(real_documents(pages), args.runs, report)
+        report.print()
+        report.dump(args.json)
+        return
     texts = real_chunks(pages)
     counter = embedder_of(TODAY)
     tokens = sorted(counter.count_tokens(t) for t in texts)

@@ -9,7 +9,8 @@ all of it in the same query as the ranking itself, so ``k`` is never lost to a f
 afterwards, and neither reads more than its candidates' ids and scores into Python.
 
 - Lexical: SQLite BM25 over FTS5's per-tenant terms (``documents.retrieval.sqlite_fts``);
-  PostgreSQL the same BM25 over the GIN-indexed ``tsvector`` (see ``BM25_SQL``). Both count
+  PostgreSQL the same BM25 over the GIN-indexed ``tsvector`` (see ``BM25_SQL``; the probe's one
+  version over that version's entries alone, ``VERSION_RANK_SQL``). Both count
   word frequencies, rows and lengths in the searching tenant only, so no other tenant's index
   moves a score; both return at most ``LEXICAL_CANDIDATES`` rows and let very common words
   select no candidates of their own; PostgreSQL also ranks at most ``SCAN_CAP`` matching rows.
@@ -221,20 +222,31 @@ FROM (SELECT cand.id, cand.tsv,
       FROM cand, (SELECT to_tsquery('simple', %s) AS q) a OFFSET 0) c
 ORDER BY s DESC, c.id LIMIT %s
 """
-RANK_SQL = f"""
+# The selecting terms (each a tsquery) and their idf; parameters: the terms, their idf.
+TERMS_CTE = """
 WITH w AS MATERIALIZED (SELECT to_tsquery('simple', u.t) AS q, u.idf
-                        FROM unnest(%s::text[], %s::float8[]) AS u(t, idf)),
+                        FROM unnest(%s::text[], %s::float8[]) AS u(t, idf))"""
+RANK_SQL = f"""{TERMS_CTE},
 cand AS (SELECT e.id, e.{{tsv}} AS tsv FROM documents_indexentry e {{join}}
          WHERE {{where}} AND e.{{tsv}} @@ to_tsquery('simple', %s) LIMIT %s)
 {BM25_SQL}"""
 
-RARE_RANK_SQL = f"""
-WITH w AS MATERIALIZED (SELECT to_tsquery('simple', u.t) AS q, u.idf
-                        FROM unnest(%s::text[], %s::float8[]) AS u(t, idf)),
+RARE_RANK_SQL = f"""{TERMS_CTE},
 m AS MATERIALIZED (SELECT e.id, e.tenant_id, e.document_id, e.version_id, e.{{tsv}} AS tsv
                    FROM documents_indexentry e
                    WHERE e.tenant_id = %s AND e.{{tsv}} @@ to_tsquery('simple', %s)),
 cand AS (SELECT e.id, e.tsv FROM m e {{join}} WHERE {{where}} LIMIT %s)
+{BM25_SQL}"""
+
+# One version's entries (the indexing stage's probe) through the (version, ordinal) index, then
+# matched: one document's chunks, however large the tenant. "+ 0" keeps the planner from
+# combining the tenant's index with the version's (which reads an index entry of every row of the
+# tenant); the GIN index is out of reach too, its condition being outside the MATERIALIZED rows.
+VERSION_RANK_SQL = f"""{TERMS_CTE},
+m AS MATERIALIZED (SELECT e.id, e.tenant_id, e.document_id, e.version_id, e.{{tsv}} AS tsv
+                   FROM documents_indexentry e WHERE e.version_id = %s AND e.tenant_id + 0 = %s),
+cand AS (SELECT e.id, e.tsv FROM m e {{join}}
+         WHERE {{where}} AND e.tsv @@ to_tsquery('simple', %s) LIMIT %s)
 {BM25_SQL}"""
 
 
@@ -262,6 +274,73 @@ _tenant_rows: dict[Any, tuple[float, int, float]] = {}
 
 
 def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
+    """The scope's best ``limit`` entries for ``tokens`` by BM25 (PostgreSQL)."""
+    if scope.version_id is not None:
+        return version_lexical(scope, tokens, limit)
+    return tenant_lexical(scope, tokens, limit)
+
+
+def tenant_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
+    """``postgres_lexical`` through the tenant's full-text index: the matching rows of the tenant,
+    then the scope."""
+    scoring = _scoring(scope, tokens)
+    if scoring is None:
+        return []
+    where, params = scope_sql(scope)
+    if scoring.rare:
+        # Each selecting term is in fewer than DF_CAP of the tenant's rows: take their rows from
+        # the GIN index first, then the scope. Left to itself the planner may go through the
+        # scope's documents and test every one of their entries' text instead (10% of 1M
+        # chunks is 100,000 tests).
+        sql = RARE_RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
+        args = [*scoring.terms_cte, scope.tenant_id, scoring.selecting, *params]
+    else:
+        sql = RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
+        args = [*scoring.terms_cte, *params, scoring.selecting]
+    args += [SCAN_CAP, *scoring.bm25(limit)]
+    return [(int(i), float(s)) for i, s in fetch(sql, args)]
+
+
+def version_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
+    """``postgres_lexical`` for one version (the indexing stage's probe): the same BM25, with the
+    tenant's word frequencies, over that version's entries only. Through the tenant's full-text
+    index a word every document shares reads thousands of the tenant's rows to find a few."""
+    assert scope.version_id is not None
+    scoring = _scoring(scope, tokens)
+    if scoring is None:
+        return []
+    where, params = scope_sql(scope)
+    sql = VERSION_RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
+    args = [*scoring.terms_cte, uuid_value(scope.version_id), scope.tenant_id, *params, scoring.selecting]
+    args += [SCAN_CAP, *scoring.bm25(limit)]
+    return [(int(i), float(s)) for i, s in fetch(sql, args)]
+
+
+@dataclass(frozen=True)
+class _Scoring:
+    terms: list[str]  # the scoring terms, each as a tsquery
+    idf: list[float]
+    rare: bool  # each term is in fewer than DF_CAP of the tenant's rows
+    average_length: float  # the tenant's, in words
+
+    @property
+    def selecting(self) -> str:
+        """The tsquery matching any scoring term."""
+        return " | ".join(self.terms)
+
+    @property
+    def terms_cte(self) -> list[Any]:
+        """``TERMS_CTE``'s parameters."""
+        return [self.terms, self.idf]
+
+    def bm25(self, limit: int) -> list[Any]:
+        """``BM25_SQL``'s parameters."""
+        return [self.average_length, self.selecting, limit]
+
+
+def _scoring(scope: Scope, tokens: list[str]) -> _Scoring | None:
+    """How the tenant scores ``tokens`` (``scoring_terms`` over its word frequencies); None when
+    no term of the query is in the tenant."""
     n, average_length = tenant_rows(scope.tenant_id)
     # In a large tenant (N_CAP rows or more), a term among the column's most common lexemes is
     # not counted: counting it would read its posting list of up to every row (the GIN index
@@ -280,24 +359,13 @@ def postgres_lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
     # A count that reached its cap is common too: past the cap the true frequency is unknown.
     scoring = scoring_terms(n, df_of, tokens)
     if not scoring:
-        return []
-    terms = [tsquery([t]) for t, _ in scoring]
-    weights = [w for _, w in scoring]
-    selecting = " | ".join(terms)
-    where, params = scope_sql(scope)
-    if all(df_of[t] < DF_CAP for t, _ in scoring):
-        # Each selecting term is in fewer than DF_CAP of the tenant's rows: take their rows from
-        # the GIN index first, then the scope. Left to itself the planner may go through the
-        # scope's documents and test every one of their entries' text instead (10% of 1M
-        # chunks is 100,000 tests).
-        sql = RARE_RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
-        args = [terms, weights, scope.tenant_id, selecting, *params]
-    else:
-        sql = RANK_SQL.format(tsv=TSV, join=JOIN_DOCUMENT, where=where)
-        args = [terms, weights, *params, selecting]
-    args += [SCAN_CAP, average_length, selecting, limit]
-    rows = fetch(sql, args)
-    return [(int(i), float(s)) for i, s in rows]
+        return None
+    return _Scoring(
+        terms=[tsquery([t]) for t, _ in scoring],
+        idf=[w for _, w in scoring],
+        rare=all(df_of[t] < DF_CAP for t, _ in scoring),
+        average_length=average_length,
+    )
 
 
 def fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:

@@ -1,0 +1,111 @@
+"""The indexing stage's probe searches one version; on PostgreSQL its full-text ranking reads that
+version's entries only, however many entries of the tenant share its words. It went through the
+tenant's full-text index instead: in a tenant whose every chunk says the probe's words it read
+every one of them to keep the version's few (bench/README.md, "Bulk load")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from documents.bulk_insert import insert_rows
+from documents.embedders import configured_embedder
+from documents.models import Chunk, Document, DocumentVersion, IndexEntry, Tenant
+from documents.retrieval.backends import DF_CAP, Scope
+from documents.retrieval.index import search_index
+from documents.retrieval.text import query_tokens, search_text
+from documents.services.collections import default_collection
+from documents.stages.index import ENTRY_FIELDS, probe
+from jobs.models import Status
+from tests.documents.helpers import make_tenant, run_until_idle, upload
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
+
+SHARED = "harbour tide ledger lantern orchard falcon copper meadow granite signal"
+# 4,000 entries, every one holding the shared words: under DF_CAP, where the tenant's ranking
+# takes every row holding them from the full-text index first.
+DOCUMENTS, CHUNKS = 32, 125
+
+
+@pytest.fixture(autouse=True)
+def media(settings: Any, tmp_path: Path) -> None:
+    settings.MEDIA_ROOT = tmp_path / "media"
+
+
+def fill(tenant: Tenant) -> None:
+    """``DOCUMENTS`` published documents of ``CHUNKS`` entries each, written in bulk."""
+    collection = default_collection(tenant)
+    documents = Document.objects.bulk_create(
+        Document(tenant=tenant, collection=collection, title=f"log {d}") for d in range(DOCUMENTS)
+    )
+    versions = DocumentVersion.objects.bulk_create(
+        DocumentVersion(
+            document=d, number=1, file=f"x/{d.pk}.txt", original_name="log.txt", kind="text",
+            content_type="text/plain", size=1, sha256="0" * 64, entries=CHUNKS,
+        )
+        for d in documents
+    )  # fmt: skip
+    for document, version in zip(documents, versions, strict=True):
+        document.published_version = version
+    Document.objects.bulk_update(documents, ["published_version"])
+    chunks = Chunk.objects.bulk_create(
+        Chunk(version=v, ordinal=o, text=f"{SHARED} entry {o} of log {n}", page_start=1, page_end=1)
+        for n, v in enumerate(versions)
+        for o in range(CHUNKS)
+    )
+    embedder = configured_embedder().name
+    rows = [
+        (tenant.pk, c.version.document_id, c.version.pk, c.pk, c.ordinal, 0, embedder, search_text(c.text))
+        for c in chunks
+    ]
+    insert_rows(IndexEntry, ENTRY_FIELDS, rows)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE documents_indexentry")  # as autovacuum would have by then
+
+
+def entries_read(sql: str) -> int:
+    """Rows of the index entries table that ``sql`` reads (kept or filtered out), per EXPLAIN."""
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+        [(plan,)] = cursor.fetchall()
+
+    def read(node: dict[str, Any]) -> int:
+        rows = 0
+        if node.get("Relation Name") == IndexEntry._meta.db_table:
+            seen = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
+            rows = (seen + node.get("Rows Removed by Index Recheck", 0)) * node["Actual Loops"]
+        return rows + sum(read(child) for child in node.get("Plans", []))
+
+    return read(plan[0]["Plan"])
+
+
+def test_the_probe_reads_only_its_own_versions_entries_in_a_large_tenant() -> None:
+    assert DOCUMENTS * CHUNKS < DF_CAP - 10
+    tenant = make_tenant("acme")
+    fill(tenant)
+    text = "\n\n".join(f"{SHARED} and the note number {n} of the small report. " * 12 for n in range(3))
+    result = upload(tenant, text.encode(), "small.txt")
+    assert result.job is not None and run_until_idle(result.job.pk).status == Status.READY  # probe found it
+    version = DocumentVersion.objects.get(pk=result.version.pk)
+    own = IndexEntry.objects.filter(version=version).count()
+    assert 1 < own <= 5
+
+    ctx: Any = SimpleNamespace(input={"version_id": str(version.pk)})
+    with CaptureQueriesContext(connection) as queries:
+        probe(ctx)  # raises if it finds nothing
+    [ranking] = [q["sql"] for q in queries.captured_queries if "ts_rank_cd" in q["sql"]]
+    read = entries_read(ranking)
+    assert read <= 2 * own, (read, own)
+
+    # Ranked as the same (published) entries are through the tenant's index: the same BM25.
+    tokens = query_tokens(SHARED)
+    probed = Scope(tenant_id=tenant.pk, embedder="", version_id=version.pk)
+    published = Scope(tenant_id=tenant.pk, embedder="", document_ids=[version.document_id])
+    ranked = search_index().lexical(probed, tokens, 10)
+    assert len(ranked) == own and all(score > 0 for _, score in ranked)
+    assert dict(ranked) == pytest.approx(dict(search_index().lexical(published, tokens, 10)))
