@@ -75,6 +75,12 @@ def process() -> dict[str, Any]:
     return {"pid": os.getpid(), "parent": os.getppid(), "server": _PROCESS}
 
 
+def wait(seconds: float) -> dict[str, Any]:
+    """A call that is still working for ``seconds`` (asleep: no CPU), then says who answered."""
+    time.sleep(seconds)
+    return process()
+
+
 def leave_behind() -> str:
     """What a subverted child would do to reach the next tenant's call: leave a file in its
     scratch space and a process that waits."""
@@ -129,6 +135,7 @@ SANDBOX_ENTRYPOINTS: dict[str, Any] = {
     "test.crash": crash,
     "test.pid": pid,
     "test.process": process,
+    "test.wait": wait,
     "test.leave_behind": leave_behind,
     "test.look_around": look_around,
     "test.environment": environment,
