@@ -544,8 +544,8 @@ def sandbox_call(
         except ServerEnded as ended:
             statuses.append(ended.status)
             logger.warning(
-                "The parsing sandbox's fork server (pid %s) ended during a call (exit status %s), "
-                "not by the call's doing: the OOM killer, an operator or a crash of its own",
+                "The parsing sandbox's fork server (pid %s) ended during a call (exit status %s; "
+                "137: killed, by the OOM killer or another process): the call goes to a fresh server",
                 child.pid,
                 ended.status,
             )

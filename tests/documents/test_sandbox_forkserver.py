@@ -232,14 +232,18 @@ def test_a_killed_server_is_replaced_and_the_next_call_parses(tmp_path: Path) ->
 
 
 def servers_here() -> list[int]:
-    """The fork servers this process started, by pid (their interpreter names itself
-    ``sandbox-server`` once its imports are done): other processes' servers are never touched."""
-    found = []
+    """The fork servers this process started, by pid: other processes' servers are never touched.
+    A server's interpreter names itself ``sandbox-server`` once its imports are done; a process
+    it forks for a call bears that name too until it renames itself, but its parent is a server."""
+    names: dict[int, str] = {}
+    parents: dict[int, int] = {}
     for pid in descendants(os.getpid()):
-        with contextlib.suppress(OSError):
-            if Path(f"/proc/{pid}/comm").read_text().strip() == "sandbox-server":
-                found.append(pid)
-    return found
+        with contextlib.suppress(OSError):  # it may have ended meanwhile
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+            parents[pid] = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            names[pid] = name
+    server = "sandbox-server"
+    return [pid for pid, name in names.items() if name == server and names.get(parents[pid]) != server]
 
 
 def test_an_idle_server_killed_between_calls_is_replaced_and_the_next_call_parses(tmp_path: Path) -> None:
@@ -275,7 +279,9 @@ def test_a_request_to_a_server_that_ended_says_the_server_ended_and_its_kill_rai
     assert not ended.temp_dir.exists()
 
 
-def test_a_server_killed_during_a_call_has_the_call_made_again_once_on_a_fresh_server() -> None:
+def test_a_server_killed_during_a_call_has_the_call_made_again_once_on_a_fresh_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     token = sandbox.sandbox_call("test.process")["server"]
     first = server()
     killed: list[int] = []
@@ -291,6 +297,8 @@ def test_a_server_killed_during_a_call_has_the_call_made_again_once_on_a_fresh_s
     assert killed == [first.interpreter_pid]
     assert answer["server"] != token  # answered by another server
     assert len(seen) == 2  # the killed one and one fresh one: the call was made again once
+    ended = [r.getMessage() for r in caplog.records if r.name == "documents.sandbox.runner"]
+    assert len(ended) == 1 and f"fork server (pid {first.pid}) ended during a call" in ended[0]
     assert first.process.poll() is not None
     assert server() is not first and server().forked
 
