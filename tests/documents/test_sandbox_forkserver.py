@@ -322,6 +322,17 @@ def test_servers_that_end_on_every_attempt_fail_the_call_as_sandbox_failed(tmp_p
     assert "after" in parse_text(tmp_path, "after.txt", "A harbor document after.")
 
 
+def test_a_call_may_not_end_its_server() -> None:
+    """A subverted call that ended its server would have its document run on server after server
+    (a server that ends is not the call's failure): signals to the server, the namespace's first
+    process, the call's group and every process are refused, and so is a handle to the server."""
+    sandbox.sandbox_call("test.process")
+    running = server()
+    outcome = sandbox.sandbox_call("test.end_the_server")
+    assert outcome == dict.fromkeys(["server", "first", "group", "every", "handle"], "refused")
+    assert server() is running and running.alive()
+
+
 def test_no_server_remains_after_its_worker_exits() -> None:
     script = (
         "import django; django.setup()\n"
