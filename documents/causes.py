@@ -55,6 +55,20 @@ PARSE_TIMEOUT = Cause(
     user_retryable=True,
     rule=RetryRule(max_attempts=2, base_delay=5),
 )
+# The parsing sandbox's fork server ended during a call on two servers in a row (the OOM killer, an
+# operator, a crash of its own: documents/sandbox/runner.py): the platform's fault, not the file's,
+# so it waits and is retried like an unreachable service instead of counting toward resource_limit.
+SANDBOX_FAILED = Cause(
+    "sandbox_failed",
+    _(
+        "The parsing sandbox on the worker failed; nothing is wrong with the file. "
+        "It will be retried automatically."
+    ),
+    UserAction.WAIT,
+    transient=True,
+    user_retryable=True,
+    rule=RetryRule(max_attempts=3, base_delay=10, max_delay=120),
+)
 OCR_TIMEOUT = Cause(
     "ocr_timeout",
     _("Text recognition took too long. It was retried with smaller batches and another engine."),
@@ -176,6 +190,7 @@ ALL = (
     ENCRYPTED_INPUT,
     EMPTY_INPUT,
     PARSE_TIMEOUT,
+    SANDBOX_FAILED,
     OCR_TIMEOUT,
     OCR_ENGINE_UNAVAILABLE,
     EMBEDDING_RATE_LIMITED,

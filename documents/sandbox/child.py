@@ -163,12 +163,19 @@ def _import_pyseccomp() -> Any:
     return pyseccomp
 
 
-def filter_syscalls() -> bool:
+# Calls that send a signal to the process their first argument names (``pidfd_open`` makes a
+# handle to send one through); ``pidfd_send_signal`` takes a handle, even one made of /proc/PID.
+_SIGNALLING = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
+_PID_MASK = 0xFFFFFFFF  # a pid is a C int: its low 32 bits, whatever the register's upper ones hold
+
+
+def filter_syscalls(protected: tuple[int, ...] = ()) -> bool:
     """A seccomp filter (libseccomp through ``pyseccomp``): the calls above fail with EPERM,
     and so does every socket but a Unix one (no network even where a network namespace is
     missing), and so does every change of a resource limit (``prlimit64`` with a new value: the C
-    library reads limits through it too). Returns False where the machine has no libseccomp:
-    the other walls still hold."""
+    library reads limits through it too). The ``protected`` processes (a forked call's server)
+    may not be sent a signal, nor their process group, nor every process at once (``kill(-1)``).
+    Returns False where the machine has no libseccomp: the other walls still hold."""
     try:
         seccomp = _import_pyseccomp()
 
@@ -184,6 +191,14 @@ def filter_syscalls() -> bool:
         # clone3 hides its flags in memory a filter cannot read: "not implemented" makes the C
         # library fall back to clone, whose flags the rule above sees.
         rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+        if protected:
+            with contextlib.suppress(RuntimeError, ValueError, OSError):  # not on this kernel
+                rules.add_rule(denied, "pidfd_send_signal")
+            for name in _SIGNALLING:
+                for target in sorted({0, -1, *protected, *(-pid for pid in protected)}):
+                    first = seccomp.Arg(0, seccomp.MASKED_EQ, _PID_MASK, target & _PID_MASK)
+                    with contextlib.suppress(RuntimeError, ValueError, OSError):
+                        rules.add_rule(denied, name, first)
         rules.load()
     except (ImportError, OSError, RuntimeError, ValueError):
         return False

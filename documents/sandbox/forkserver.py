@@ -14,8 +14,10 @@ empties the scratch tmpfs and ``/dev/shm``; it exits when it cannot (the worker 
 one). What bubblewrap put there stays (:class:`Skeleton`): a project or virtualenv that lives
 under /tmp, as a fresh checkout often does, is bound on top of the scratch tmpfs, read-only, in
 folders of the tmpfs; those are never walked into nor removed, and a call that changed them
-(renamed, replaced, made unreadable) ends the server too. SysV IPC and message queues, which
-outlive processes, are refused by the child's syscall filter.
+(renamed, replaced, made unreadable) ends the server too. Either ending is the call's doing, and
+the server says so with its exit status (``LEFTOVERS_EXIT``): the worker fails the call for it,
+whereas a server that ends otherwise (killed, a crash of its own) is not the call's failure.
+SysV IPC and message queues, which outlive processes, are refused by the child's syscall filter.
 """
 
 from __future__ import annotations
@@ -50,6 +52,13 @@ CALL_NAME = b"sandbox-call"
 SERVER_NAME = b"sandbox-server"
 # The scratch tmpfs and shared memory: what a call may write, emptied after each call.
 _SCRATCH_ROOTS = ("/tmp", "/dev/shm")
+# The server's exit status when a call left what it could not remove, or changed the walls'
+# folders: it ends for the call's doing (any other ending of it is not the call's).
+LEFTOVERS_EXIT = 3
+
+
+class Leftovers(OSError):
+    """What a call left in the scratch space could not be removed, or it changed the walls."""
 
 
 def _preload() -> None:
@@ -62,6 +71,7 @@ def _preload() -> None:
 def _serve_one(request: bytes, limits: tuple[int, int, int, int], out: int, walls: Skeleton) -> int:
     """Fork a child for ``request``; relay its answer; the child's wait status."""
     read_end, write_end = os.pipe()
+    server = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 70
@@ -73,7 +83,9 @@ def _serve_one(request: bytes, limits: tuple[int, int, int, int], out: int, wall
             _name(CALL_NAME)
             cpu_seconds, address_space, file_bytes, processes = limits
             child.limit_self(cpu_seconds, address_space, file_bytes, processes, lifetime_calls=1)
-            child.filter_syscalls()
+            # The call may not end its server (nor the namespace's first process), which would
+            # have its call made again on another server, as for a server the OOM killer ended.
+            child.filter_syscalls(protected=(1, server))
             answer = json.dumps(child.answer(json.loads(request))).encode()
             with os.fdopen(write_end, "wb") as pipe:
                 pipe.write(_FRAME.pack(len(answer)) + answer)
@@ -104,7 +116,10 @@ def _serve_one(request: bytes, limits: tuple[int, int, int, int], out: int, wall
     if status is None:
         _, status = os.waitpid(pid, 0)
     _kill_the_rest()
-    _empty_scratch(walls)
+    try:
+        _empty_scratch(walls)
+    except OSError as exc:
+        raise Leftovers(str(exc)) from exc
     if too_large:
         reply = {"failure": "resource_limit", "detail": f"the answer was over {MAX_ANSWER_BYTES} bytes"}
         _write(out, json.dumps(reply).encode())
@@ -266,8 +281,10 @@ def main(argv: list[str]) -> int:
             return 0
         try:
             _serve_one(body, limits, out, walls)
+        except Leftovers:
+            return LEFTOVERS_EXIT  # the worker then starts a new server
         except OSError:
-            return 3  # the scratch could not be emptied, or the worker is gone: a new server
+            return 4  # the worker is gone, or no process could be forked: a new server
 
 
 if __name__ == "__main__":

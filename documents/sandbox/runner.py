@@ -14,6 +14,9 @@ waits it calls ``check`` (the stage context's safe point), so a cancel, a lost l
 deadline kills the child at once, and a wall-time limit per call kills it too. A child that dies
 or is killed becomes a classified failure: ``parse_timeout`` (wall or CPU time) or
 ``resource_limit`` (memory, a crash); both count toward the cause's retry limit like any failure.
+A fork server (below) that itself ends during a call (the OOM killer, an operator, a crash of its
+own) is not the call's doing (:class:`ServerEnded`): the call is made again on a fresh server, up
+to ``SERVER_ATTEMPTS`` servers, then fails as ``sandbox_failed``, which the engine retries later.
 
 Each call has its own CPU budget (``DOCUMENTS_SANDBOX_CPU_SECONDS``), counted and enforced here,
 by the worker, between waits: the CPU time of the child's process tree since the call began
@@ -57,11 +60,12 @@ from typing import Any
 
 from django.conf import settings
 
-from documents.causes import PARSE_TIMEOUT, RESOURCE_LIMIT
+from documents.causes import PARSE_TIMEOUT, RESOURCE_LIMIT, SANDBOX_FAILED
 from documents.engines import limits as limit_codes
 from documents.engines.limits import ParseLimits
 from documents.sandbox import cpu, isolation
 from documents.sandbox.child import CPU_LIFETIME_CALLS, TEMP_DIR_ENV
+from documents.sandbox.forkserver import LEFTOVERS_EXIT
 from jobs.errors import StageFailure
 
 _FRAME = struct.Struct(">I")
@@ -96,6 +100,21 @@ def parse_limits() -> ParseLimits:
 
 class SandboxError(RuntimeError):
     """The child raised something unclassified: a bug, left to the engine (``internal_error``)."""
+
+
+class ServerEnded(Exception):
+    """The fork server itself ended during a call, not the process it forked for the call: killed
+    (the OOM killer, an operator) or crashed, which the call's input did nothing to cause. A
+    server that ends because of what the call left (``LEFTOVERS_EXIT``) is the call's failure."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"the sandbox's fork server ended during the call (exit status {status})")
+        self.status = status
+
+
+# Servers a call is made on when the one before ended during it: a fresh one is another process,
+# started again, so a second ending in a row says the worker's machine is in trouble.
+SERVER_ATTEMPTS = 2
 
 
 _warned: set[str] = set()
@@ -293,9 +312,9 @@ class Child:
         try:
             self.process.stdin.write(_FRAME.pack(len(request)) + request)
             self.process.stdin.flush()
-        except (BrokenPipeError, OSError):
+        except OSError:  # the process ended while idle, after it was found alive
             self.kill()
-            raise self._death_failure(timeout_code) from None
+            raise self._ended_failure(timeout_code) from None
         try:
             answer = self._read_answer(
                 check, budget, time.monotonic() + wall_seconds, wall_seconds, timeout_code
@@ -347,7 +366,7 @@ class Child:
                 continue
             chunk = os.read(fd, 1 << 20)
             if not chunk:
-                raise self._death_failure(timeout_code)
+                raise self._ended_failure(timeout_code)
             buffer += chunk
             if needed is None and len(buffer) >= _FRAME.size:
                 needed = _FRAME.size + _FRAME.unpack_from(buffer)[0]
@@ -355,9 +374,13 @@ class Child:
                 decoded: dict[str, Any] = json.loads(bytes(buffer[_FRAME.size : needed]))
                 return decoded
 
-    def _death_failure(self, timeout_code: str) -> StageFailure:
+    def _ended_failure(self, timeout_code: str) -> StageFailure | ServerEnded:
+        """Its process ended without an answer: a child's failure is the call's, a fork server's
+        is not (the process that ran the call was the server's, and the server reports its end)."""
         code = self.process.wait(timeout=5)
         self._kill_group()  # a process it started (tesseract) may outlive it
+        if self.forked and code != LEFTOVERS_EXIT:
+            return ServerEnded(code)
         return _ended(code, timeout_code)
 
     def kill(self) -> None:
@@ -369,7 +392,10 @@ class Child:
         _remove_tree(self.temp_dir)
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
-                stream.close()
+                # A request left in the buffer of a pipe whose reader has ended is flushed on
+                # close and fails (BrokenPipeError); the pipe is closed all the same.
+                with contextlib.suppress(OSError):
+                    stream.close()
 
     def _kill_group(self) -> None:
         """The child leads its own process group (``start_new_session``): killing the group also
@@ -501,19 +527,36 @@ def sandbox_call(
 
     Raises :class:`StageFailure` for classified failures (the engine's own, ``timeout_code`` for a
     call over its wall or CPU time, ``resource_limit``) and whatever ``check`` raises; the child
-    is killed in both cases.
+    is killed in both cases. A fork server that ends during the call has the call made again on
+    a fresh one; when ``SERVER_ATTEMPTS`` servers ended, the call fails as ``sandbox_failed``.
     """
-    child = _acquire(None if source is None else str(source), fork_server=name not in WARM_CALLS)
-    try:
-        return child.call(
-            name,
-            list(args),
-            check=check,
-            wall_seconds=settings.DOCUMENTS_SANDBOX_WALL_SECONDS,
-            timeout_code=timeout_code,
-        )
-    finally:
-        _release(child)
+    statuses: list[int] = []
+    for _attempt in range(SERVER_ATTEMPTS):
+        child = _acquire(None if source is None else str(source), fork_server=name not in WARM_CALLS)
+        try:
+            return child.call(
+                name,
+                list(args),
+                check=check,
+                wall_seconds=settings.DOCUMENTS_SANDBOX_WALL_SECONDS,
+                timeout_code=timeout_code,
+            )
+        except ServerEnded as ended:
+            statuses.append(ended.status)
+            logger.warning(
+                "The parsing sandbox's fork server (pid %s) ended during a call (exit status %s; "
+                "137: killed, by the OOM killer or another process): the call goes to a fresh server",
+                child.pid,
+                ended.status,
+            )
+        finally:
+            _release(child)
+    raise StageFailure(
+        SANDBOX_FAILED.code,
+        f"the sandbox's fork server ended during the call on {len(statuses)} servers in a row "
+        f"(exit statuses {', '.join(map(str, statuses))}): look for the OOM killer in the kernel "
+        "log (dmesg) and for whatever kills sandbox-server processes on this worker",
+    )
 
 
 def discard_idle() -> None:

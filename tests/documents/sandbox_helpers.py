@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -75,6 +76,32 @@ def process() -> dict[str, Any]:
     return {"pid": os.getpid(), "parent": os.getppid(), "server": _PROCESS}
 
 
+def wait(seconds: float) -> dict[str, Any]:
+    """A call that is still working for ``seconds`` (asleep: no CPU), then says who answered."""
+    time.sleep(seconds)
+    return process()
+
+
+def end_the_server() -> dict[str, str]:
+    """What a subverted call would do to have its document run again and again, on server after
+    server: signal its server, the namespace's first process, its group or every process."""
+    import errno
+
+    def refused(action: Callable[..., object], *args: int) -> str:
+        try:
+            action(*args)
+        except PermissionError:
+            return "refused"
+        except OSError as exc:
+            return errno.errorcode.get(exc.errno or 0, str(exc))
+        return "done"
+
+    targets = {"server": os.getppid(), "first": 1, "group": 0, "every": -1}
+    outcome = {name: refused(os.kill, pid, signal.SIGKILL) for name, pid in targets.items()}
+    outcome["handle"] = refused(os.pidfd_open, os.getppid())  # a handle left open: the call ends
+    return outcome
+
+
 def leave_behind() -> str:
     """What a subverted child would do to reach the next tenant's call: leave a file in its
     scratch space and a process that waits."""
@@ -129,6 +156,8 @@ SANDBOX_ENTRYPOINTS: dict[str, Any] = {
     "test.crash": crash,
     "test.pid": pid,
     "test.process": process,
+    "test.wait": wait,
+    "test.end_the_server": end_the_server,
     "test.leave_behind": leave_behind,
     "test.look_around": look_around,
     "test.environment": environment,

@@ -2,11 +2,13 @@
 
 Each call runs in a process forked from a server that has never read a document, behind the same
 walls; a call that crashes, runs out of memory or loops fails with its own cause and the next
-document still parses; nothing one call leaves (a file, a process) reaches the next.
+document still parses; nothing one call leaves (a file, a process) reaches the next. A server
+that is itself killed is not the document's failure: the call is made again on a fresh one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,7 +28,7 @@ from documents.sandbox import isolation
 from documents.sandbox import runner as sandbox
 from jobs.errors import StageFailure
 from tests.conftest import ROOT, child_env, wait_for
-from tests.reliability.helpers import alive
+from tests.reliability.helpers import alive, descendants
 
 
 @pytest.fixture(autouse=True)
@@ -227,6 +229,108 @@ def test_a_killed_server_is_replaced_and_the_next_call_parses(tmp_path: Path) ->
     assert server() is not killed and server().forked
     assert sandbox.sandbox_call("test.process")["server"] != token
     assert killed.process.poll() is not None and not killed.temp_dir.exists()
+
+
+def servers_here() -> list[int]:
+    """The fork servers this process started, by pid: other processes' servers are never touched.
+    A server's interpreter names itself ``sandbox-server`` once its imports are done; a process
+    it forks for a call bears that name too until it renames itself, but its parent is a server."""
+    names: dict[int, str] = {}
+    parents: dict[int, int] = {}
+    for pid in descendants(os.getpid()):
+        with contextlib.suppress(OSError):  # it may have ended meanwhile
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+            parents[pid] = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            names[pid] = name
+    server = "sandbox-server"
+    return [pid for pid, name in names.items() if name == server and names.get(parents[pid]) != server]
+
+
+def test_an_idle_server_killed_between_calls_is_replaced_and_the_next_call_parses(tmp_path: Path) -> None:
+    """Killed (the OOM killer, an operator) while it waits for the next call, and that call comes
+    at once: whether the worker finds the server dead before it sends the request (then it is
+    replaced there) or only when the request meets a closed pipe or no answer, the document parses
+    on a fresh server. Three rounds, as the kill may or may not have taken effect by then."""
+    parse_text(tmp_path, "before.txt", "A harbor document before.")
+    limits = sandbox.parse_limits().as_dict()
+    for round_ in range(3):
+        killed = server()
+        token = sandbox.sandbox_call("test.process")["server"]
+        after = tmp_path / f"after-{round_}.txt"
+        after.write_text(f"A harbor document after {round_}.")
+        os.kill(killed.interpreter_pid, signal.SIGKILL)  # not waited for: it may still look alive
+        answer = sandbox.sandbox_call("parse_pages", str(after), Kind.TEXT.value, 0, 1, limits, source=after)
+        assert f"after {round_}" in answer["pages"][0]["text"]
+        assert server() is not killed and server().forked
+        assert sandbox.sandbox_call("test.process")["server"] != token
+        assert killed.process.poll() is not None and not killed.temp_dir.exists()
+
+
+def test_a_request_to_a_server_that_ended_says_the_server_ended_and_its_kill_raises_nothing() -> None:
+    """The request meets the pipe of a server that ended after it was last found alive: not the
+    call's failure, and what is left of the server (a request in a pipe's buffer that cannot be
+    flushed) is cleaned up without an error."""
+    ended = sandbox.Child(None)
+    os.kill(ended.interpreter_pid, signal.SIGKILL)
+    wait_for(lambda: ended.process.poll() is not None, timeout=10, what="the killed server to end")
+    with pytest.raises(sandbox.ServerEnded):
+        ended.call("test.process", [], check=lambda: None, wall_seconds=30)
+    ended.kill()  # once more: its pipes are closed
+    assert not ended.temp_dir.exists()
+
+
+def test_a_server_killed_during_a_call_has_the_call_made_again_once_on_a_fresh_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    token = sandbox.sandbox_call("test.process")["server"]
+    first = server()
+    killed: list[int] = []
+    seen: set[int] = set()
+
+    def kill_the_first_server() -> None:  # the call's safe point, every 0.1 s while it works
+        seen.update(servers_here())
+        if not killed:
+            os.kill(first.interpreter_pid, signal.SIGKILL)
+            killed.append(first.interpreter_pid)
+
+    answer = sandbox.sandbox_call("test.wait", 2, check=kill_the_first_server)
+    assert killed == [first.interpreter_pid]
+    assert answer["server"] != token  # answered by another server
+    assert len(seen) == 2  # the killed one and one fresh one: the call was made again once
+    ended = [r.getMessage() for r in caplog.records if r.name == "documents.sandbox.runner"]
+    assert len(ended) == 1 and f"fork server (pid {first.pid}) ended during a call" in ended[0]
+    assert first.process.poll() is not None
+    assert server() is not first and server().forked
+
+
+def test_servers_that_end_on_every_attempt_fail_the_call_as_sandbox_failed(tmp_path: Path) -> None:
+    """Not ``resource_limit``, which would count against the document: the platform failed, and
+    the engine retries ``sandbox_failed`` later."""
+    sandbox.sandbox_call("test.process")
+    killed: set[int] = set()
+
+    def kill_every_server() -> None:
+        for pid in servers_here():
+            if pid not in killed:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+
+    with pytest.raises(StageFailure) as failure:
+        sandbox.sandbox_call("test.wait", 2, check=kill_every_server)
+    assert failure.value.cause == "sandbox_failed", str(failure.value)
+    assert len(killed) == sandbox.SERVER_ATTEMPTS == 2
+    assert "after" in parse_text(tmp_path, "after.txt", "A harbor document after.")
+
+
+def test_a_call_may_not_end_its_server() -> None:
+    """A subverted call that ended its server would have its document run on server after server
+    (a server that ends is not the call's failure): signals to the server, the namespace's first
+    process, the call's group and every process are refused, and so is a handle to the server."""
+    sandbox.sandbox_call("test.process")
+    running = server()
+    outcome = sandbox.sandbox_call("test.end_the_server")
+    assert outcome == dict.fromkeys(["server", "first", "group", "every", "handle"], "refused")
+    assert server() is running and running.alive()
 
 
 def test_no_server_remains_after_its_worker_exits() -> None:

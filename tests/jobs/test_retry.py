@@ -5,7 +5,7 @@ import random
 import pytest
 
 from documents.causes import EMBEDDING_AUTH, EMBEDDING_RATE_LIMITED, OCR_TIMEOUT, PARSE_TIMEOUT
-from jobs.errors import get_cause
+from jobs.errors import UserAction, get_cause
 from jobs.retry import RetryRule, backoff_delay, decide
 
 
@@ -23,6 +23,16 @@ def test_retries_until_the_attempt_limit_then_gives_up():
 def test_parse_timeout_is_retried_exactly_once():
     assert decide(PARSE_TIMEOUT.rule, 1).retry
     assert not decide(PARSE_TIMEOUT.rule, 2).retry
+
+
+def test_a_failed_sandbox_waits_and_is_retried_twice_not_counted_as_the_files_failure():
+    """The parsing sandbox's servers ended on the worker: the platform's fault, retried after a
+    pause like an unreachable service (not ``resource_limit``, whose retry is the file's)."""
+    cause = get_cause("sandbox_failed")
+    assert cause.code == "sandbox_failed" and cause.transient and cause.action is UserAction.WAIT
+    assert [decide(cause.rule, attempt).retry for attempt in (1, 2, 3)] == [True, True, False]
+    delays = [backoff_delay(cause.rule, attempt, random.Random(attempt)) for attempt in range(1, 8)]
+    assert 5 <= delays[0] <= 10 and max(delays) <= 120
 
 
 def test_backoff_grows_exponentially_within_jitter_bounds():
