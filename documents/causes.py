@@ -1,3 +1,5 @@
+# long-module: the registry of every failure cause, each with its message, hint and retry rule,
+# read as one table (the engine, the pages and the translations all look causes up here).
 """The failure causes of document ingestion, with their user messages and retry rules.
 
 They are registered with the document pipeline (``documents/kinds/ingest.py``); the engine itself

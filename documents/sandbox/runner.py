@@ -109,7 +109,7 @@ class ServerEnded(Exception):
 
     def __init__(self, status: int) -> None:
         super().__init__(f"the sandbox's fork server ended during the call (exit status {status})")
-        self.status = status
+        self.exit_status = status
 
 
 # Servers a call is made on when the one before ended during it: a fresh one is another process,
@@ -542,12 +542,12 @@ def sandbox_call(
                 timeout_code=timeout_code,
             )
         except ServerEnded as ended:
-            statuses.append(ended.status)
+            statuses.append(ended.exit_status)
             logger.warning(
                 "The parsing sandbox's fork server (pid %s) ended during a call (exit status %s; "
                 "137: killed, by the OOM killer or another process): the call goes to a fresh server",
                 child.pid,
-                ended.status,
+                ended.exit_status,
             )
         finally:
             _release(child)
