@@ -14,7 +14,13 @@ that wins on one half only is noise):
 - ``convex a``: a convex combination of the lists' scores, each scaled to 0-1 by the list's best
   and worst, the dense share ``a`` times its confidence.
 
-    .venv/bin/python bench/fusion_replay.py [--pages 300] [--max-chars 3000] [--lists FILE]
+A corpus run (ingest and one search per page: the slow part) can keep its lists with ``--save
+FILE``; ``--lists FILE`` then replays every fusion from them in seconds, without Django, so a
+setting can be tried and tried again. The file holds, per query, its language, the page it should
+find, both lists (the chunks' keys, their pages and scores), the dense list's confidence and floor.
+
+    .venv/bin/python bench/fusion_replay.py [--pages 300] [--max-chars 3000] [--save FILE]
+    .venv/bin/python bench/fusion_replay.py --lists FILE
 """
 
 from __future__ import annotations
@@ -47,6 +53,14 @@ def child(corpus_path: str, out: str) -> None:
     corpus = [json.loads(line) for line in Path(corpus_path).read_text(encoding="utf-8").splitlines()]
     client = api_client()
     doc_page = ingest(client, corpus, "sqlite")
+    from django.conf import settings
+
+    from documents.embedders import configured_embedder
+
+    embedder = configured_embedder()
+    floor = settings.SEARCH_MIN_SCORE
+    if floor < 0:  # as documents.search: the embedder's own noise level when unset
+        floor = float(getattr(embedder, "similarity_floor", 0.0))
     captured: dict[str, Any] = {}
     shipped = search.fuse
 
@@ -69,7 +83,11 @@ def child(corpus_path: str, out: str) -> None:
                     name: [(entry_page.get(key, "?"), score) for key, score in ranked]
                     for name, ranked in captured["lists"].items()
                 },
+                # The chunks' own keys, so a replay can fuse chunks as the search does.
+                "keys": {name: [key for key, _ in ranked] for name, ranked in captured["lists"].items()},
                 "confidence": captured["confidence"],
+                "floors": {"lexical": 0.0, "semantic": floor},
+                "embedder": embedder.name,
             }
         )
     Path(out).write_text(json.dumps(rows, ensure_ascii=False))
@@ -99,7 +117,7 @@ def rrf(row: Row, dense: float) -> list[str]:
 def convex(row: Row, share: float) -> list[str]:
     lexical, dense = _scaled(row["lists"].get("lexical", [])), _scaled(row["lists"].get("semantic", []))
     a = share * row["confidence"].get("semantic", 1.0)
-    pages = set(lexical) | set(dense)
+    pages = list(dict.fromkeys([*lexical, *dense]))  # ties: full text's order (a set's is random)
     return sorted(pages, key=lambda p: -((1 - a) * lexical.get(p, 0.0) + a * dense.get(p, 0.0)))
 
 
@@ -126,7 +144,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=300, help="pages per language")
     parser.add_argument("--max-chars", type=int, default=3000)
-    parser.add_argument("--lists", help="replay lists recorded by an earlier run instead of ingesting")
+    parser.add_argument("--lists", help="replay lists saved by an earlier run instead of ingesting")
+    parser.add_argument("--save", help="keep this run's lists in this file (for --lists)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -135,7 +154,7 @@ def main() -> None:
     common.header("Fusion replay (R@1 / MRR@10)")
     common.print_machine()
     if args.lists:
-        rows = json.loads(Path(args.lists).read_text())
+        rows = json.loads(Path(args.lists).read_text(encoding="utf-8"))
     else:
         from bench import eval_corpus
 
@@ -153,6 +172,9 @@ def main() -> None:
             command = [common.PYTHON, __file__, "--child", str(corpus), str(out)]
             subprocess.run(command, env=env, cwd=common.ROOT, check=True)
             rows = json.loads(out.read_text())
+        if args.save:
+            Path(args.save).write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
+            say(f"lists saved to {args.save}")
     report(rows)
 
 
