@@ -12,9 +12,18 @@ that wins on one half only is noise):
 - ``lexical`` / ``semantic``: each list alone;
 - ``rrf dense w``: RRF with the dense list's weight scaled by w;
 - ``convex a``: a convex combination of the lists' scores, each scaled to 0-1 by the list's best
-  and worst, the dense share ``a`` times its confidence.
+  and worst, the dense share ``a`` times its confidence;
+- ``separation``: the shipped fusion (``documents.retrieval.fusion.fuse``, scores weighed by how
+  clear each list is) replayed on the chunks (from lists saved with their keys); with
+  ``--tune``, ``sep b s`` tries other ranks for its bottom (``b``) and its separation (``s``).
 
-    .venv/bin/python bench/fusion_replay.py [--pages 300] [--max-chars 3000] [--lists FILE]
+A corpus run (ingest and one search per page: the slow part) can keep its lists with ``--save
+FILE``; ``--lists FILE`` then replays every fusion from them in seconds, without Django, so a
+setting can be tried and tried again. The file holds, per query, its language, the page it should
+find, both lists (the chunks' keys, their pages and scores), the dense list's confidence and floor.
+
+    .venv/bin/python bench/fusion_replay.py [--pages 300] [--max-chars 3000] [--save FILE]
+    .venv/bin/python bench/fusion_replay.py --lists FILE
 """
 
 from __future__ import annotations
@@ -47,6 +56,14 @@ def child(corpus_path: str, out: str) -> None:
     corpus = [json.loads(line) for line in Path(corpus_path).read_text(encoding="utf-8").splitlines()]
     client = api_client()
     doc_page = ingest(client, corpus, "sqlite")
+    from django.conf import settings
+
+    from documents.embedders import configured_embedder
+
+    embedder = configured_embedder()
+    floor = settings.SEARCH_MIN_SCORE
+    if floor < 0:  # as documents.search: the embedder's own noise level when unset
+        floor = float(getattr(embedder, "similarity_floor", 0.0))
     captured: dict[str, Any] = {}
     shipped = search.fuse
 
@@ -69,7 +86,11 @@ def child(corpus_path: str, out: str) -> None:
                     name: [(entry_page.get(key, "?"), score) for key, score in ranked]
                     for name, ranked in captured["lists"].items()
                 },
+                # The chunks' own keys, so a replay can fuse chunks as the search does.
+                "keys": {name: [key for key, _ in ranked] for name, ranked in captured["lists"].items()},
                 "confidence": captured["confidence"],
+                "floors": {"lexical": 0.0, "semantic": floor},
+                "embedder": embedder.name,
             }
         )
     Path(out).write_text(json.dumps(rows, ensure_ascii=False))
@@ -99,11 +120,36 @@ def rrf(row: Row, dense: float) -> list[str]:
 def convex(row: Row, share: float) -> list[str]:
     lexical, dense = _scaled(row["lists"].get("lexical", [])), _scaled(row["lists"].get("semantic", []))
     a = share * row["confidence"].get("semantic", 1.0)
-    pages = set(lexical) | set(dense)
+    pages = list(dict.fromkeys([*lexical, *dense]))  # ties: full text's order (a set's is random)
     return sorted(pages, key=lambda p: -((1 - a) * lexical.get(p, 0.0) + a * dense.get(p, 0.0)))
 
 
-def report(rows: list[Row]) -> None:
+def separation(row: Row, bottom: int | None = None, against: int | None = None) -> list[str]:
+    """The shipped fusion (``documents.retrieval.fusion.fuse``) on the chunks, as the search
+    runs it; ``bottom`` / ``against`` try other ranks for the standing's 0 and the separation."""
+    from documents.retrieval import fusion
+
+    saved = fusion.BOTTOM_RANK, fusion.SEPARATION_RANK
+    fusion.BOTTOM_RANK, fusion.SEPARATION_RANK = bottom or saved[0], against or saved[1]
+    try:
+        pages = {
+            key: page
+            for name, ranked in row["lists"].items()
+            for key, (page, _) in zip(row["keys"][name], ranked, strict=True)
+        }
+        lists = {
+            name: [(key, score) for key, (_, score) in zip(row["keys"][name], ranked, strict=True)]
+            for name, ranked in row["lists"].items()
+        }
+        fused = fusion.fuse(
+            lists, 1000, confidence=row["confidence"], floors=row.get("floors", {}), weights=fusion.Weights()
+        )
+    finally:
+        fusion.BOTTOM_RANK, fusion.SEPARATION_RANK = saved
+    return [pages[f.key] for f in fused]
+
+
+def report(rows: list[Row], tune: bool = False) -> None:
     fusions: dict[str, Callable[[Row], list[str]]] = {
         "api hybrid": lambda r: r["hybrid"],
         "lexical": lambda r: [p for p, _ in r["lists"].get("lexical", [])],
@@ -111,6 +157,12 @@ def report(rows: list[Row]) -> None:
         **{f"rrf dense {w}": (lambda r, w=w: rrf(r, w)) for w in (1.0, 0.5, 0.25)},
         **{f"convex {a}": (lambda r, a=a: convex(r, a)) for a in (0.1, 0.2, 0.3, 0.5)},
     }
+    if all("keys" in r for r in rows):
+        fusions["separation"] = separation
+        if tune:
+            for bottom in (5, 10, 20):
+                for against in (2, 3, 5, 10):
+                    fusions[f"sep {bottom} {against}"] = lambda r, b=bottom, a=against: separation(r, b, a)
     halves = {"all": rows, "even": rows[0::2], "odd": rows[1::2]}
     say(f"{'fusion':16} " + "  ".join(f"{h + ' ' + lang:>17}" for h in halves for lang in LANGS))
     for name, fusion in fusions.items():
@@ -126,7 +178,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=300, help="pages per language")
     parser.add_argument("--max-chars", type=int, default=3000)
-    parser.add_argument("--lists", help="replay lists recorded by an earlier run instead of ingesting")
+    parser.add_argument("--lists", help="replay lists saved by an earlier run instead of ingesting")
+    parser.add_argument("--save", help="keep this run's lists in this file (for --lists)")
+    parser.add_argument("--tune", action="store_true", help="also try other ranks for the score fusion")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -135,7 +189,7 @@ def main() -> None:
     common.header("Fusion replay (R@1 / MRR@10)")
     common.print_machine()
     if args.lists:
-        rows = json.loads(Path(args.lists).read_text())
+        rows = json.loads(Path(args.lists).read_text(encoding="utf-8"))
     else:
         from bench import eval_corpus
 
@@ -153,7 +207,10 @@ def main() -> None:
             command = [common.PYTHON, __file__, "--child", str(corpus), str(out)]
             subprocess.run(command, env=env, cwd=common.ROOT, check=True)
             rows = json.loads(out.read_text())
-    report(rows)
+        if args.save:
+            Path(args.save).write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
+            say(f"lists saved to {args.save}")
+    report(rows, args.tune)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """Hybrid search over a tenant's published versions: full-text and dense rankings, fused.
 
 ``mode`` picks the lists: ``lexical`` (BM25-class full text), ``semantic`` (the tenant's active
-embedder's cosine similarity) or ``hybrid`` (both, fused by weighted reciprocal rank fusion; the
-default). The weights are the collection's (``text_weight``, ``embedding_weight``) or the
-caller's; the dense list's weight is further scaled, per query, by how far it can be trusted
+embedder's cosine similarity) or ``hybrid`` (both, fused by their scores, each list counted as far
+as it is clear about its winner: ``documents.retrieval.fusion``; the default). The weights are the
+collection's (``text_weight``, ``embedding_weight``) or the caller's; the dense list's weight is
+further scaled, per query, by how far it can be trusted
 (``documents.retrieval.fusion.dense_confidence``: whether the embedder reads the query's script,
-how far its best neighbour stands above the model's noise level). Each hit carries the fused
-score, normalised to 0-1 so one threshold means the same in every query, and the rank and score
-it had in each list. No similarity cut can hide a full-text match: the only floor (the
+how far its best neighbour stands above the model's noise level), and that noise level is the
+dense list's floor in the fusion (a cosine there stands at 0). Each hit carries the fused score,
+normalised to 0-1 so one threshold means the same in every query, and the rank and score it had
+in each list. No similarity cut can hide a full-text match: the only floor (the
 embedder's ``similarity_floor``, or ``SEARCH_MIN_SCORE`` when set) drops dense candidates that
 share nothing with the query (a cosine at the model's noise level), never a lexical one.
 
@@ -133,6 +135,7 @@ def search(
             lists["lexical"] = search_index().lexical(scope, tokens, limit)
     semantic = None
     confidence: dict[str, float] = {}
+    floors: dict[str, float] = {}
     if mode in ("hybrid", "semantic"):
         try:
             semantic = _dense(
@@ -145,10 +148,11 @@ def search(
     if lexical is not None:
         lists["lexical"] = lexical.result()
     if semantic is not None:  # after the full text, whichever finished first: fusion breaks ties by order
-        lists["semantic"], confidence["semantic"] = semantic
+        lists["semantic"], confidence["semantic"], floors["semantic"] = semantic
     if weights is None and mode == "hybrid":
         weights = collection_weights(tenant, collection_ids)
-    fused = [f for f in fuse(lists, k, weights=weights, confidence=confidence) if f.score >= min_score]
+    fused = fuse(lists, k, weights=weights, confidence=confidence, floors=floors)
+    fused = [f for f in fused if f.score >= min_score]
     return _hits(tenant, fused, query)
 
 
@@ -170,9 +174,10 @@ def collection_weights(tenant: Tenant, collection_ids: Sequence[uuid.UUID] | Non
 
 def _dense(
     embedder: Any, scope: backends.Scope, query: str, tokens: list[str], k: int, *, hybrid: bool, probe: bool
-) -> tuple[backends.Ranked, float] | None:
-    """The ranking by meaning and how far it can be trusted for this query (0-1); None when a
-    hybrid search's query could not be embedded (it then answers from full text alone)."""
+) -> tuple[backends.Ranked, float, float] | None:
+    """The ranking by meaning, how far it can be trusted for this query (0-1) and its floor (the
+    cosine of the model's noise level); None when a hybrid search's query could not be embedded
+    (it then answers from full text alone)."""
     try:
         vector = np.asarray(embed_queries(embedder, [query])[0], dtype=np.float32)
     except StageFailure as failure:
@@ -196,7 +201,7 @@ def _dense(
         confident=float(getattr(embedder, "similarity_confident", floor)),
         reads_cjk=bool(getattr(embedder, "reads_cjk", True)),
     )
-    return ranked, confidence
+    return ranked, confidence, floor
 
 
 # The full-text side of concurrent hybrid searches: threads of this process, each with its own

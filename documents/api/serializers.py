@@ -136,7 +136,7 @@ class ListIn(StrictIn):
 
 SEARCH_MODES = ["hybrid", "semantic", "lexical"]
 MODE_HELP = (
-    "hybrid (default): full-text and semantic rankings fused by reciprocal rank fusion; "
+    "hybrid (default): full-text and semantic rankings fused by their scores, each as far as it is clear; "
     "lexical: full text only (BM25-class); semantic: embedding similarity only."
 )
 
@@ -223,7 +223,10 @@ class SearchHitOut(serializers.Serializer[Any]):
         help_text="The snippet as HTML: text escaped, matched query terms in <mark>...</mark>."
     )
     score = serializers.FloatField(
-        help_text="Fused score, 0-1: the RRF sum divided by its maximum (first in every list of the mode)."
+        help_text=(
+            "Fused score, 0-1, comparable across queries: 1 = first in every list of the mode, "
+            "the lists equally clear and fully trusted."
+        )
     )
     components = SearchComponentsOut(help_text="The hit's rank and score in each list that holds it.")
     ordinal = serializers.IntegerField(help_text="The hit chunk's place in its version (0 = first).")

@@ -30,7 +30,7 @@ ALL = "all"  # the summary's language key over every query
 
 def configuration(embedder: str) -> dict[str, Any]:
     """What produced a run's figures: the embedder, the chunk sizes, the search settings, and the
-    fusion module's constants (its weights and RRF k, whatever it names) and reranking."""
+    fusion module's constants (whatever it names: the ranks its scores are read at) and reranking."""
     fused = {
         name.lower(): value
         for name, value in vars(fusion).items()

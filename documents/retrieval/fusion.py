@@ -1,22 +1,35 @@
-"""Weighted reciprocal rank fusion of ranked lists, with a score normalised to 0-1.
+"""Fusion of ranked lists by their scores, each list counted as far as it is clear.
 
-Each list contributes ``weight / (RRF_K + rank)`` (ranks start at 1) for every item it holds.
-``RRF_K = 60`` is the constant of Cormack et al. (2009), the one Elasticsearch, OpenSearch and
-Weaviate use by default: it keeps a single list's top rank from dominating the sum.
+A ranked list's scores say more than its ranks: a full-text list whose first hit scores twice its
+fifth has found the page; a dense list whose first ten cosines lie within a few hundredths of each
+other has found nothing in particular. Reciprocal rank fusion, which this replaces, gave both the
+same say, and a flat dense list pushed clear full-text winners down (bench/README.md, "Fusion by
+separation"). Here, for each list of the query:
 
-Two kinds of weight:
+- **standing** (0-1): where an item's score lies between the list's top score (1) and its
+  bottom (0): the list's ``BOTTOM_RANK``-th score or its ``floor``, whichever is higher (for the
+  dense list the floor is the model's noise cosine, so a list at noise level stands nowhere);
+  items at or below the bottom stand at 0 and stay candidates, after those that stand higher;
+- **separation** (0-1): how far the list's first score leads its ``SEPARATION_RANK``-th (the
+  floor when the list is shorter), as a share of the first: how clear the list is about its
+  winner;
+- the less clear list of two counts the **ratio** of its separation to the clearer one's (a flat
+  list beside a clear one counts little; two lists as clear count alike).
+
+Two kinds of weight then multiply a list's standing:
 
 - the **configured** weights (a collection's ``text_weight`` / ``embedding_weight``, or a /v1
   request's ``ranking_options.hybrid_search``): how much each list counts when it can be trusted;
+  a weight of 0 takes the list's say away (its items stay candidates, at 0);
 - the **confidence** of the dense list for this one query (:func:`dense_confidence`, 0-1): 0 when
   the embedder cannot read the query's script (an English-only model given Chinese), less than 1
-  when its best neighbours stand barely above the model's noise level. A list without confidence
-  adds nothing: an embedder's noise never outranks a full-text match.
+  when its best neighbours stand barely above the model's noise level.
 
-The score is the sum divided by the best sum the *configured* weights allow (rank 1 in every list
-of the mode at full confidence), so it means the same in every query: 1.0 is "first in every list,
-each fully trusted"; a hit first in the full-text list only scores its weight's share (0.5 with
-equal weights), whether the dense list missed it or had nothing to say. A ``score_threshold``
+An item's score is the sum over the lists divided by the sum of the configured weights, so it
+means the same in every query: 1.0 is "first in every list, the lists equally clear, the dense
+one fully trusted"; a hit first in the full-text list only scores at most that list's share (0.5
+with equal weights), whether the dense list missed it or had nothing to say. A list alone (the
+``lexical`` and ``semantic`` modes) ranks by itself, its first hit at 1.0. A ``score_threshold``
 compares against this number.
 
 Pure: no ORM.
@@ -28,7 +41,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-RRF_K = 60
+# Standing is 0 at a list's 10th score (or its floor when higher): the first page of results.
+BOTTOM_RANK = 10
+# Separation: how far the first score leads the 5th.
+SEPARATION_RANK = 5
 
 # Letters and ideographs of scripts written without spaces (the ones an English-only model
 # turns into unknown pieces); the same ranges as the full-text side's CJK runs.
@@ -61,6 +77,33 @@ class Fused:
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
     scores: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What fusion reads of one ranked list's scores: its top, its bottom (where standing is 0)
+    and its separation (see the module's docstring)."""
+
+    top: float
+    bottom: float
+    separation: float
+
+    def standing(self, score: float) -> float:
+        if self.top <= self.bottom:
+            return 1.0 if score >= self.top else 0.0
+        return min(1.0, max(0.0, (score - self.bottom) / (self.top - self.bottom)))
+
+
+def shape(scores: Sequence[float], floor: float = 0.0) -> Shape:
+    """The shape of a list's scores (best first), ``floor`` the score under which an item means
+    nothing (0 for full text; the model's noise cosine for the dense list)."""
+    if not scores:
+        return Shape(top=floor, bottom=floor, separation=0.0)
+    top = scores[0]
+    bottom = max(floor, scores[BOTTOM_RANK - 1]) if len(scores) >= BOTTOM_RANK else floor
+    against = scores[SEPARATION_RANK - 1] if len(scores) >= SEPARATION_RANK else floor
+    separation = min(1.0, max(0.0, (top - against) / top)) if top > 0 else 0.0
+    return Shape(top=top, bottom=min(bottom, top), separation=separation)
 
 
 def cjk_share(query: str) -> float:
@@ -103,11 +146,12 @@ def fuse(
     *,
     weights: Weights | None = None,
     confidence: Mapping[str, float] | None = None,
+    floors: Mapping[str, float] | None = None,
 ) -> list[Fused]:
     """The ``k`` best keys of the named ranked lists (each ``(key, component score)``, best
-    first), by normalised weighted RRF score; ties keep the order of the first list that ranked
-    them. A list's contribution is its configured weight times its ``confidence`` (default 1);
-    the score is normalised by the configured weights alone (see the module's docstring).
+    first; a key at most once a list), by the normalised fused score of the module's docstring;
+    ties keep the order of the first list that ranked them. ``floors`` gives a list's floor
+    (default 0), ``confidence`` its trust for this query (default 1).
 
     Every list's items stay candidates (with their rank and score there), even a list whose
     weight is 0: they then follow the items of the lists that count, in their own order.
@@ -116,17 +160,24 @@ def fuse(
         return []
     weights = weights or Weights()
     confidence = confidence or {}
+    floors = floors or {}
     # A list alone ranks by itself: its configured weight is the whole of the best sum.
     nominal = {name: weights.of(name) if len(lists) > 1 else 1.0 for name in lists}
-    best = sum(nominal.values()) / (RRF_K + 1)
+    shapes = {name: shape([s for _, s in ranked], floors.get(name, 0.0)) for name, ranked in lists.items()}
+    trust = {name: nominal[name] * min(1.0, max(0.0, confidence.get(name, 1.0))) for name in lists}
+    # Only the lists that have a say are compared: a list weighed 0, or not trusted at all for
+    # this query, makes no other list less clear.
+    clearest = max((shapes[n].separation for n in lists if trust[n] > 0), default=0.0)
+    total = sum(nominal.values())
     fused: dict[int, Fused] = {}
     for name, ranked in lists.items():
-        effective = nominal[name] * min(1.0, max(0.0, confidence.get(name, 1.0)))
+        clarity = min(1.0, shapes[name].separation / clearest) if clearest > 0 else 1.0
+        effective = trust[name] * clarity
         for rank, (key, score) in enumerate(ranked, start=1):
             item = fused.setdefault(key, Fused(key, 0.0))
-            item.score += effective / (RRF_K + rank)
+            item.score += effective * shapes[name].standing(score)
             item.ranks[name] = rank
             item.scores[name] = score
     for item in fused.values():
-        item.score = min(1.0, item.score / best) if best > 0 else 0.0
+        item.score = min(1.0, item.score / total) if total > 0 else 0.0
     return sorted(fused.values(), key=lambda f: -f.score)[:k]

@@ -1,12 +1,14 @@
-"""Weighted fusion of the full-text and dense lists: a dense list the embedder cannot be trusted
-with (a script it does not read, neighbours at its noise level) adds nothing, configured weights
-count, and the fused score is normalised by the configured weights alone. Pure functions."""
+"""Fusion of the full-text and dense lists by their scores: each list counts as far as it is clear
+about its winner (a flat list beside a clear one counts little), a dense list the embedder cannot
+be trusted with (a script it does not read, neighbours at its noise level) adds nothing,
+configured weights count (0 takes a list's say away), and the fused score is normalised by the
+configured weights alone. Pure functions."""
 
 from __future__ import annotations
 
 import pytest
 
-from documents.retrieval.fusion import RRF_K, Weights, cjk_share, dense_confidence, fuse
+from documents.retrieval.fusion import Weights, cjk_share, dense_confidence, fuse, shape
 
 # The shape that pushed exact Chinese matches off rank 1 with the English-only default model:
 # the full text finds the page (1) first and another (2) second; the dense list, noise for a
@@ -24,10 +26,63 @@ def test_a_dense_list_without_confidence_cannot_outrank_the_full_text_hit():
     assert [f.key for f in fused][3:] == [5, 6]
 
 
-def test_with_full_confidence_both_lists_count_as_before():
-    fused = fuse({"lexical": LEXICAL, "semantic": NOISE}, 10, confidence={"semantic": 1.0})
-    assert fused[0].key == 2  # first in one list and second in the other beats first in one
-    assert fused[0].ranks == {"lexical": 2, "semantic": 1}
+# The model's noise cosine in these tests (the default model's is 0.3).
+FLOOR = 0.3
+
+
+def test_a_clear_full_text_winner_is_not_pushed_down_by_a_flat_dense_list():
+    # Full text: page 1 scores twice its runner-up. Dense: ten cosines within 0.03 of each other,
+    # just above the noise, page 2 first by a hair and page 1 nowhere. Rank fusion put 2 first
+    # (second in one list and first in the other beats first in one).
+    lexical = [(1, 20.0), (2, 10.0), *[(n, 9.0 - n / 10) for n in range(3, 12)]]
+    flat = [(2, 0.53), *[(n, 0.53 - n / 400) for n in range(12, 21)]]
+    fused = fuse({"lexical": lexical, "semantic": flat}, 10, floors={"semantic": FLOOR})
+    assert [f.key for f in fused][:2] == [1, 2]
+
+
+def test_a_clear_dense_winner_wins_over_a_flat_full_text_list():
+    # A paraphrase: the full text finds the words everywhere alike (5.0 down to 4.1), the model
+    # finds page 3 far ahead of the rest. Rank fusion kept page 1 (first in the full text and
+    # second by meaning) ahead of page 3 (third and first).
+    lexical = [(n, 5.1 - n / 10) for n in range(1, 11)]
+    dense = [(3, 0.8), (1, 0.45), *[(n, 0.45 - n / 100) for n in range(11, 19)]]
+    fused = fuse({"lexical": lexical, "semantic": dense}, 10, floors={"semantic": FLOOR})
+    assert fused[0].key == 3
+    assert fused[0].ranks == {"lexical": 3, "semantic": 1}
+
+
+def test_a_list_counts_by_how_clear_it_is_beside_the_other():
+    clear, flat = shape([20.0, 10.0, 9.0, 8.0, 5.0]), shape([0.53, 0.52, 0.52, 0.51, 0.5], FLOOR)
+    assert clear.separation == pytest.approx(0.75)  # the first leads the fifth by 3/4 of itself
+    assert flat.separation == pytest.approx(0.03 / 0.53)
+    # Shorter than five: the missing scores are at the floor.
+    assert shape([0.6], FLOOR).separation == pytest.approx(0.5)
+    assert shape([]).separation == 0.0
+
+
+def test_standing_runs_from_the_tenth_score_or_the_floor_to_the_top():
+    eleven = shape([float(n) for n in range(20, 9, -1)])  # 20 .. 10
+    assert (eleven.top, eleven.bottom) == (20.0, 11.0)  # the tenth score
+    assert eleven.standing(20.0) == 1.0
+    assert eleven.standing(11.0) == eleven.standing(10.0) == 0.0
+    assert shape([0.5, 0.4], FLOOR).bottom == FLOOR  # a short list: its floor
+    noisy = shape([0.35, 0.34, 0.33, 0.32, 0.31, 0.3, 0.3, 0.3, 0.29, 0.28], FLOOR)
+    assert noisy.bottom == FLOOR  # above the tenth score
+    assert shape([0.5, 0.5]).standing(0.5) == 1.0
+
+
+def test_only_the_top_of_both_lists_equally_clear_scores_one_and_every_score_is_0_to_1():
+    lexical = [(1, 20.0), *[(n, 10.0 - n / 10) for n in range(2, 12)]]
+    dense = [(key, score / 25) for key, score in lexical]  # cosines as clear as the full text
+    equally_clear = fuse({"lexical": lexical, "semantic": dense}, 20)
+    assert equally_clear[0].key == 1 and equally_clear[0].score == pytest.approx(1.0)
+    assert all(0.0 <= f.score < 1.0 for f in equally_clear[1:])
+    # The same top in both lists, the dense one flatter: the top scores less than 1 (rank
+    # fusion gave 1.0 to whatever was first in both).
+    flat = [(1, 0.55), *[(n, 0.54 - n / 1000) for n in range(2, 12)]]
+    fused = fuse({"lexical": lexical, "semantic": flat}, 20, floors={"semantic": FLOOR})
+    assert fused[0].key == 1 and 0.5 < fused[0].score < 0.9
+    assert all(0.0 <= f.score <= 1.0 for f in fused)
 
 
 @pytest.mark.parametrize(
@@ -67,8 +122,10 @@ def test_the_score_is_normalised_by_the_configured_weights_so_it_means_the_same_
     )
     assert [f.key for f in weighted] == [1, 2]
     assert [f.score for f in weighted] == pytest.approx([1 / 1.5, 0.5 / 1.5])
-    # One list alone (lexical or semantic mode) ranks by itself: its first hit is 1.0.
-    assert fuse({"lexical": [(1, 1.0), (2, 0.5)]}, 2)[1].score == pytest.approx((RRF_K + 1) / (RRF_K + 2))
+    # One list alone (lexical or semantic mode) ranks by itself: its first hit is 1.0, the others
+    # where their score stands (a short list: from 0, full text's floor).
+    alone = fuse({"lexical": [(1, 1.0), (2, 0.5)]}, 2)
+    assert [f.score for f in alone] == pytest.approx([1.0, 0.5])
 
 
 def test_a_zero_weight_leaves_the_other_list_in_charge():
@@ -76,6 +133,20 @@ def test_a_zero_weight_leaves_the_other_list_in_charge():
     assert [f.key for f in fused][:3] == [1, 2, 3]
     fused = fuse({"lexical": LEXICAL, "semantic": NOISE}, 10, weights=Weights(text=0.0, embedding=1.0))
     assert [f.key for f in fused][:3] == [2, 5, 6]
+    # A list without a say makes the other no less clear: the dense list alone counts in full,
+    # though the full text (weighed 0) is the clearer of the two.
+    fused = fuse(
+        {"lexical": LEXICAL, "semantic": NOISE},
+        10,
+        weights=Weights(text=0.0, embedding=1.0),
+        floors={"semantic": FLOOR},
+    )
+    assert fused[0].key == 2 and fused[0].score == pytest.approx(1.0)
+    assert [f.score for f in fused if f.key in (1, 3)] == [0.0, 0.0]
+    # Nor does a dense list the embedder cannot be trusted with (a script it does not read).
+    clear_noise = [(2, 0.9), (5, 0.31)]
+    fused = fuse({"lexical": LEXICAL, "semantic": clear_noise}, 10, confidence={"semantic": 0.0})
+    assert fused[0].key == 1 and fused[0].score == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize(("text", "embedding"), [(0.0, 0.0), (1.5, 1.0), (1.0, -0.1)])

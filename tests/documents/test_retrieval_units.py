@@ -1,5 +1,5 @@
 """The pure parts of retrieval: the text the full-text index and the query see, the terms BM25
-scores, and rank fusion."""
+scores, and the fusion of the lists."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import pytest
 
 from documents.retrieval.backends import DF_CAP, N_CAP, scoring_terms
-from documents.retrieval.fusion import RRF_K, fuse
+from documents.retrieval.fusion import fuse
 from documents.retrieval.sqlite_fts import index_terms
 from documents.retrieval.text import (
     MAX_QUERY_TERMS,
@@ -72,14 +72,17 @@ def test_a_pasted_paragraph_is_cut_to_a_bounded_number_of_terms():
     assert len(query_tokens(" ".join(f"word{n}" for n in range(500)))) == MAX_QUERY_TERMS
 
 
-def test_first_in_both_lists_scores_one_and_first_in_one_of_two_scores_half():
+def test_first_in_both_lists_scores_one_and_the_others_by_where_their_scores_stand():
     fused = fuse({"lexical": [(1, 9.0), (2, 3.0)], "semantic": [(1, 0.8), (3, 0.5)]}, k=10)
     by_key = {f.key: f for f in fused}
     assert by_key[1].score == pytest.approx(1.0)
     assert by_key[1].ranks == {"lexical": 1, "semantic": 1}
     assert by_key[1].scores == {"lexical": 9.0, "semantic": 0.8}
-    assert by_key[2].score == pytest.approx((1 / (RRF_K + 2)) / (2 / (RRF_K + 1)))
-    assert [f.key for f in fused] == [1, 2, 3]
+    # Half of (a third of the full text's top), and half of (5/8 of the dense top): the score,
+    # not the rank, places each.
+    assert by_key[2].score == pytest.approx(3.0 / 9.0 / 2)
+    assert by_key[3].score == pytest.approx(0.5 / 0.8 / 2)
+    assert [f.key for f in fused] == [1, 3, 2]
 
 
 def test_fusion_honours_k_and_a_single_list_keeps_its_order():
