@@ -10,7 +10,8 @@ chunk. No database and no search API: the same figures as the lexical rows of
 run: k1, b, query characters as ``bm25s`` does, whole pages, sums of chunks, other lengths.
 ``--document``: the platform's ranking (b 0) beside variants that give a chunk a bounded share of
 its document's evidence (``DOCUMENT_VARIANTS``), each at a few weights, with the figures of the
-even and odd halves of the queries (a weight is fitted on the even half);
+even and odd halves of the queries (a weight is fitted on the even half), the last counting once
+what every chunk of a document holds (its title, which each chunk's text repeats);
 ``REPLAY_ONLY=<part of a variant's name>`` runs the variants so named only.
 
     .venv/bin/python bench/retrieval_replay.py [--pages N] [--max-chars N] [--document]
@@ -73,6 +74,7 @@ class Replay:
         document: Callable[[list[float], float], float] | None = None,
         document_b: float = 0.0,
         document_length: str = "all",
+        shared_once: bool = False,
     ) -> list[str]:
         from documents.retrieval.backends import scoring_terms
 
@@ -87,6 +89,8 @@ class Replay:
         scores: dict[str, list[float]] = defaultdict(list)  # each page's matching entries' scores
         tf: dict[str, Counter[str]] = defaultdict(Counter)  # each page's scoring terms, summed
         matching: Counter[str] = Counter()  # each page's matching entries' lengths, summed
+        holding: dict[str, Counter[str]] = defaultdict(Counter)  # entries holding each term
+        least: dict[str, dict[str, int]] = defaultdict(dict)  # the fewest times one holds it
         for entry in self.entries:
             size = length(self, entry) if length else entry.length
             norm = k1 * (1 - b + b * size / self.average)
@@ -100,6 +104,10 @@ class Replay:
                 scores[entry.page].append(score)
                 matching[entry.page] += entry.length
                 tf[entry.page].update({t: entry.terms[t] for t, _ in scoring if entry.terms[t]})
+                for t, _ in scoring:
+                    if entry.terms[t]:
+                        holding[entry.page][t] += 1
+                        least[entry.page][t] = min(least[entry.page].get(t, entry.terms[t]), entry.terms[t])
         if document is not None:
             # The page's best entry with a share of its other evidence: the variants of
             # "a chunk's score gets a bounded share of its document's" (step by ``document``).
@@ -113,6 +121,12 @@ class Replay:
                     "chunks": self.page_chunks[page] / self.chunks_average,
                 }[document_length]
                 norm = k1 * (1 - document_b + document_b * share)
+                if shared_once:
+                    # Occurrences every entry of the page holds (its title, repeated in each
+                    # chunk's text) count once: not once per chunk.
+                    for t, count in holding[page].items():
+                        if count == self.page_chunks[page]:
+                            tf[page][t] -= (count - 1) * least[page][t]
                 whole = sum(
                     w * tf[page][t] * (k1 + 1) / (tf[page][t] + norm) for t, w in scoring if tf[page][t]
                 )
@@ -252,6 +266,7 @@ def document_variants(
         ("(1 - w) * best + w * document BM25 with b 0.75", mixed, 0.75, "all"),
         ("... b 0.75, the document's length its matching chunks'", mixed, 0.75, "matching"),
         ("... b 0.75, the document's length its number of chunks", mixed, 0.75, "chunks"),
+        ("... b 0.75, what every chunk holds counted once", mixed, 0.75, "once"),
     ]:
         if only and only not in name:
             continue
@@ -263,7 +278,8 @@ def document_variants(
                 b=0.0,
                 document=variant(weight),
                 document_b=document_b,
-                document_length=document_length,
+                document_length="all" if document_length == "once" else document_length,
+                shared_once=document_length == "once",
             )
             fitted.append((sum(f[1] for f in figures.values()), weight, figures))
         _, weight, figures = max(fitted, key=lambda f: (f[0], -f[1]))
