@@ -1,5 +1,5 @@
 """Meaning over the whole scope on every database: PostgreSQL without pgvector ranks every vector
-of the scope by its sign bits (Hamming distance, in the query) and the nearest by their full
+of the scope by its sign code (Hamming distance, in the query) and the nearest by their full
 vectors, so a query sharing no word with its answer still finds it (it used to re-rank only the
 full-text candidates); tenant, collection and attribute conditions hold inside that query, not
 after its shortlist; and the codes are kept by the database for new rows and for existing ones.
