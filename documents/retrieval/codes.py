@@ -3,11 +3,15 @@
 Two kinds of code, one per PostgreSQL backend of the index (SQLite ranks exactly, with no codes):
 
 - Without pgvector (:func:`nearest_by_sign`): each ``ChunkVector.vector`` (float32 bytes) gets
-  its sign bits as a generated ``varbit`` column, ``SIGN_BITS`` (1 bit a dimension, 48 bytes at
-  384), computed by PostgreSQL itself from the bytes with built-in string functions, so the codes
-  are written with every new vector (the embedding stage, dedup's copies, ``COPY``) and filled for
-  existing rows by the migration that adds the column; they are never out of step. A B-tree holds
-  them per version. A search reads every code of its scope from that index (the scope's
+  its signs as a generated ``varbit`` column, ``SIGN_BITS``: two bits a dimension, (x > 0, x < 0),
+  so a zero (+0.0 or -0.0) is 00 (96 bytes at 384). Their Hamming distance counts 0 for two
+  components of one sign, 1 where one of them is zero and 2 for opposite signs: for dense
+  vectors it orders as one sign bit a dimension would (every bit doubled), and for sparse ones
+  (most components zero, as the hashing embedder's) a zero no longer looks like a positive. The
+  codes are computed by PostgreSQL itself from the bytes with built-in string functions, so they
+  are written with every new vector (the embedding stage, dedup's copies, ``COPY``) and filled
+  for existing rows by the migration that adds the column; they are never out of step. A B-tree
+  holds them per version. A search reads every code of its scope from that index (the scope's
   conditions in the same query), takes the ``SIGN_RERANK`` nearest by Hamming distance
   (``bit_count(a # b)``, PostgreSQL 14+), and orders those few hundred again by their full
   vectors: only they leave the database. Cost grows with the scope, linearly: past
@@ -113,14 +117,25 @@ def nearest(
     return list(cursor.fetchall())
 
 
-# --- PostgreSQL without pgvector: sign bits of the vector bytes ------------------------------------
+# --- PostgreSQL without pgvector: two sign bits a dimension of the vector bytes --------------------
 
 SIGN_BITS = "vector_bits"
 SIGN_BITS_INDEX = "documents_chunkvector_vector_bits"
-# The sign bit of each little-endian float32 is the high bit of its 4th byte: in the bytes' hex
-# form, the 7th of each 8 characters is 8-f when it is set. Immutable built-ins only (a generated
-# column's condition), each done in C over the whole value: no loop per dimension.
+# Immutable built-ins only (a generated column's expression), each done in C over the whole
+# value: no loop per dimension. In the bytes' hex form each little-endian float32 is 8
+# characters; its sign bit is the high bit of the 4th byte (the 7th character is 8-f when set)
+# and it is zero when every other bit is clear ('00000000' is +0.0, '00000080' is -0.0). A comma
+# after each float keeps the next passes aligned on whole floats: the zeros become 'z', every
+# other float its 7th character, mapped to 'p' (0-7) or 'n' (8-f), then z, p, n to 00, 10, 01.
 SIGN_BITS_SQL = (
+    "replace(replace(replace(translate(regexp_replace(regexp_replace(regexp_replace("
+    "encode(vector, 'hex'), '.{8}', '\\&,', 'g'), '000000[08]0,', 'z', 'g'), "
+    "'......(.).,', '\\1', 'g'), '0123456789abcdef', 'ppppppppnnnnnnnn'), "
+    "'z', '00'), 'p', '10'), 'n', '01')::varbit"
+)
+# The first codes (migration 0007): one sign bit a dimension, a zero as a positive. Kept for the
+# migrations that add them and restore them.
+SIGN_BIT_SQL = (
     "translate(regexp_replace(encode(vector, 'hex'), '......(.).', '\\1', 'g'), "
     "'0123456789abcdef', '0000000011111111')::varbit"
 )
@@ -134,15 +149,16 @@ SIGN_RERANK_FACTOR = 8
 SIGN_SCOPE_LIMIT = 100_000
 
 
-def add_sign_bits(connection: Any) -> None:
+def add_sign_bits(connection: Any, expression: str = SIGN_BITS_SQL) -> None:
     """The sign codes of ``ChunkVector.vector`` and their index (PostgreSQL; idempotent). Adding
-    the generated column rewrites the table once, computing every existing row's code."""
+    the generated column rewrites the table once, computing every existing row's code.
+    ``expression``: the code's SQL (a migration restoring the old codes passes ``SIGN_BIT_SQL``)."""
     if connection.vendor != "postgresql":
         return
     with connection.cursor() as cursor:
         cursor.execute(
             f"ALTER TABLE documents_chunkvector ADD COLUMN IF NOT EXISTS {SIGN_BITS} varbit "
-            f"GENERATED ALWAYS AS ({SIGN_BITS_SQL}) STORED"
+            f"GENERATED ALWAYS AS ({expression}) STORED"
         )
         cursor.execute(
             f"CREATE INDEX IF NOT EXISTS {SIGN_BITS_INDEX} ON documents_chunkvector "
@@ -159,8 +175,13 @@ def drop_sign_bits(connection: Any) -> None:
 
 
 def sign_bits(vector: npt.NDArray[np.float32]) -> str:
-    """The code ``SIGN_BITS_SQL`` computes for ``vector``, as ``varbit`` text ('0101...')."""
-    return "".join("1" if negative else "0" for negative in np.signbit(vector).tolist())
+    """The code ``SIGN_BITS_SQL`` computes for ``vector``, as ``varbit`` text ('1001...'): for
+    each component (x > 0, x < 0), read from its bits as the SQL reads them (either zero is 00)."""
+    raw = np.ascontiguousarray(vector, dtype="<f4").view("<u4")
+    nonzero = (raw & np.uint32(0x7FFFFFFF)) != 0
+    negative = (raw >> np.uint32(31)).astype(bool)
+    bits = np.stack([nonzero & ~negative, nonzero & negative], axis=1).astype(np.uint8)
+    return (bits.ravel() + ord("0")).tobytes().decode("ascii")
 
 
 def nearest_by_sign(
@@ -189,6 +210,7 @@ def nearest_by_sign(
         "set_config('max_parallel_workers_per_gather', '1', true)"
     )
     # bit_length: a code of another length (a vector of another dimension) cannot be XORed.
+    # Two bits a dimension.
     cursor.execute(
         f"WITH near AS MATERIALIZED (SELECT v.version_id, v.ordinal {source[0]} AND v.embedder = %s "
         f"AND bit_length(v.{SIGN_BITS}) = %s ORDER BY bit_count(v.{SIGN_BITS} # %s::varbit) LIMIT %s) "
@@ -196,7 +218,7 @@ def nearest_by_sign(
         "ON v.version_id = n.version_id AND v.ordinal = n.ordinal AND v.embedder = %s "
         f"JOIN documents_indexentry e ON e.version_id = n.version_id AND e.ordinal = n.ordinal {join} "
         f"WHERE {where}",
-        [*source[1], embedder, dimension, sign_bits(vector), rerank, embedder, *params],
+        [*source[1], embedder, 2 * dimension, sign_bits(vector), rerank, embedder, *params],
     )
     rows = cursor.fetchall()
     if not rows:

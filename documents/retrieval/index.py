@@ -6,8 +6,8 @@ Three implementations, chosen per connection by :func:`search_index`:
   (``documents.retrieval.sqlite_fts``), sqlite-vec's exact distances for meaning;
 - :class:`PostgresIndex`: PostgreSQL full text (``tsvector``, ranked by the same BM25 as
   SQLite's); without the ``vector`` extension meaning ranks every vector of the scope by its binary
-  code (sign bits, Hamming distance) in the database, then the nearest by their full vectors
-  (``documents.retrieval.codes``);
+  code (two sign bits a dimension, Hamming distance) in the database, then the nearest by their
+  full vectors (``documents.retrieval.codes``);
 - :class:`PgvectorIndex`: the same full text, and meaning through pgvector (an HNSW graph per
   embedder, binary codes for selective scopes; ``documents.retrieval.pgvector``).
 
@@ -142,7 +142,7 @@ class SQLiteIndex(_VectorsInRows):
 
 class PostgresIndex(_VectorsInRows):
     """PostgreSQL without the ``vector`` extension (e.g. Debian's own server): the vector as
-    bytes in its row, with its sign bits beside it (a generated column, ``codes.SIGN_BITS``)."""
+    bytes in its row, with its sign code beside it (a generated column, ``codes.SIGN_BITS``)."""
 
     scope_limit: int | None = codes.SIGN_SCOPE_LIMIT
 
@@ -152,7 +152,7 @@ class PostgresIndex(_VectorsInRows):
         return backends.postgres_lexical(scope, tokens, limit)
 
     def dense(self, scope: Scope, vector: Vectors, limit: int, *, tokens: list[str]) -> Ranked:
-        """Every vector of the scope ranked by its sign bits in the database, the nearest few
+        """Every vector of the scope ranked by its sign code in the database, the nearest few
         hundred by their full vectors (``codes.nearest_by_sign``): meaning is found whether or not
         the query shares a word with it, and no more than the shortlist leaves the database."""
         if limit <= 0 or not vector.any():
@@ -230,9 +230,10 @@ class PgvectorIndex(PostgresIndex):
         return done or ["No vectors stored yet: the first embedding builds its index."]
 
 
-def add_codes(connection: Any) -> None:
-    """The schema of the codes PostgreSQL without pgvector ranks by (a migration's step)."""
-    codes.add_sign_bits(connection)
+def add_codes(connection: Any, expression: str = codes.SIGN_BITS_SQL) -> None:
+    """The schema of the codes PostgreSQL without pgvector ranks by (a migration's step; the
+    migrations pass the codes of their time, ``expression``)."""
+    codes.add_sign_bits(connection, expression)
 
 
 def drop_codes(connection: Any) -> None:

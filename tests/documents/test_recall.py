@@ -153,13 +153,7 @@ def recall_at_k(tenant: Any, who: Any, visible: set[Any] | None) -> float:
     return float(np.mean(recalls))
 
 
-def test_meaning_search_keeps_the_exact_top_10_with_and_without_access_lists(corpus, monkeypatch, request):
-    # PostgreSQL without pgvector ranks meaning by the vectors' sign bits, then re-ranks a
-    # shortlist: the sign bits of this embedder's sparse vectors (most components zero) say
-    # little, and it keeps 0.76 of the top 10 unfiltered, 0.79 filtered (a known limit, in
-    # bench/README.md; strict, so that a fix is noticed).
-    plain = connection.vendor == "postgresql" and not pgvector.enabled(connection)
-    request.applymarker(pytest.mark.xfail(plain, reason="sign-bit codes of sparse vectors", strict=True))
+def test_meaning_search_keeps_the_exact_top_10_with_and_without_access_lists(corpus, monkeypatch):
     tenant, ann, visible = corpus
     assert Chunk.objects.filter(version__document__tenant=tenant).count() >= 2000
     # The graph, as at scale: no exact shortcut for a small scope, and no binary codes for a

@@ -1,5 +1,5 @@
 """Meaning over the whole scope on every database: PostgreSQL without pgvector ranks every vector
-of the scope by its sign bits (Hamming distance, in the query) and the nearest by their full
+of the scope by its sign code (Hamming distance, in the query) and the nearest by their full
 vectors, so a query sharing no word with its answer still finds it (it used to re-rank only the
 full-text candidates); tenant, collection and attribute conditions hold inside that query, not
 after its shortlist; and the codes are kept by the database for new rows and for existing ones.
@@ -175,7 +175,47 @@ def test_new_and_copied_vectors_get_their_codes_from_the_database():
         ChunkVector.objects.filter(version=again).count() == ChunkVector.objects.filter(version=first).count()
     )
     assert assert_codes_match_vectors() == 2 * ChunkVector.objects.filter(version=first).count()
-    assert all(len(code) == configured_embedder().dimension for _, code in stored_codes())
+    assert all(len(code) == 2 * configured_embedder().dimension for _, code in stored_codes())
+
+
+def tricky_vectors(dimension: int) -> list[np.ndarray]:
+    """Vectors whose bytes the SQL must read as Python does: zeros of both signs, denormals,
+    negatives, the smallest and largest magnitudes, and components whose high byte is 00 or 80."""
+    rng = np.random.default_rng(3)
+    special = np.array(
+        [0.0, -0.0, 1e-45, -1e-45, 1e-40, -1e-40, 1e-38, -1e-38, 3.4e38, -3.4e38, 1.0, -1.0, 2e-39, -2e-39],
+        dtype=np.float32,
+    )
+    out = [np.zeros(dimension, dtype=np.float32), np.full(dimension, -0.0, dtype=np.float32)]
+    for _ in range(8):
+        vector = rng.normal(size=dimension).astype(np.float32)
+        vector[rng.random(dimension) < 0.7] = 0.0  # sparse, as the hashing embedder's
+        picks = rng.random(dimension) < 0.2
+        vector[picks] = rng.choice(special, int(picks.sum()))
+        out.append(vector)
+    return out
+
+
+@pytest.mark.postgres
+def test_the_databases_code_of_a_vector_is_the_one_the_query_is_given():
+    """Two bits a dimension, (x > 0, x < 0), from the stored bytes: either zero is 00, a
+    denormal counts as nonzero, and the code PostgreSQL computes equals ``sign_bits``."""
+    if not plain_postgres():
+        pytest.skip("the sign codes are PostgreSQL's without pgvector")
+    tenant = make_tenant("acme")
+    version = ingest(tenant, "Harbor staff report the boats every week.", "a.txt")
+    row = ChunkVector.objects.filter(version=version).first()
+    assert row is not None
+    assert codes.sign_bits(np.array([1.0, 0.0, -1.0, -0.0, 1e-45], dtype=np.float32)) == "1000010010"
+    for vector in tricky_vectors(configured_embedder().dimension):
+        # The column is generated: an update of the vector computes its code again.
+        ChunkVector.objects.filter(pk=row.pk).update(vector=vector.tobytes())
+        with connection.cursor() as cursor:
+            sql = f"SELECT {codes.SIGN_BITS}::text FROM documents_chunkvector WHERE id = %s"
+            cursor.execute(sql, [row.pk])
+            [code] = cursor.fetchone()
+        assert code == codes.sign_bits(vector)
+        assert len(code) == 2 * vector.shape[0]
 
 
 def migrate(target: list[tuple[str, str]]) -> None:
@@ -214,5 +254,33 @@ def test_the_migration_fills_the_codes_of_vectors_written_before_it():
         executor.loader.build_graph()
         migrate(executor.loader.graph.leaf_nodes())
     assert assert_codes_match_vectors() >= 1
+    hits = search(tenant, "boats harbor", k=1, mode="semantic")
+    assert versions(hits) == [version.pk]
+
+
+def one_bit_codes(vector: bytes) -> str:
+    return "".join("1" if negative else "0" for negative in np.signbit(np.frombuffer(vector, np.float32)))
+
+
+@pytest.mark.postgres
+def test_the_two_bit_migration_rewrites_the_one_bit_codes_and_back():
+    """The first codes (one sign bit a dimension) become two bits a dimension for every stored
+    vector, and the migration's reverse restores them."""
+    if not plain_postgres():
+        pytest.skip("the sign codes are PostgreSQL's without pgvector")
+    tenant = make_tenant("acme")
+    version = ingest(tenant, "Harbor staff report the boats every week.\n\nThe budget is due.", "a.txt")
+    loader = MigrationExecutor(connection).loader
+    key = next(k for k in loader.disk_migrations if k[0] == "documents" and k[1].endswith("_two_bits"))
+    [before] = [d for d in loader.disk_migrations[key].dependencies if d[0] == "documents"]
+    try:
+        migrate([before])
+        rows = stored_codes()
+        assert rows and all(code == one_bit_codes(vector) for vector, code in rows)
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        migrate(executor.loader.graph.leaf_nodes())
+    assert assert_codes_match_vectors() == len(rows)
     hits = search(tenant, "boats harbor", k=1, mode="semantic")
     assert versions(hits) == [version.pk]
