@@ -31,7 +31,7 @@ status polled every 20 ms until ``ready``, ``--probe-uploads`` times one after a
 <= 300 ms on an idle machine) and p95.
 
     .venv/bin/python bench/bulk_small.py [--quick] [--docs N] [--batch-files N] [--backends ...]
-        [--probe-uploads N | --no-probe] [--json FILE] [--keep]
+        [--probe-uploads N | --no-probe] [--recycle N] [--json FILE] [--keep]
 """
 
 from __future__ import annotations
@@ -456,7 +456,8 @@ def probe(client: Client, uploads: int) -> dict[str, Any]:
 def platform_run(
     args: argparse.Namespace, backend: str, url: str, var: Path, paths: list[Path], warm: list[Path]
 ) -> dict[str, Any]:
-    env = common.base_env(settings="config.settings", database_url=url, var_dir=var, Q_WORKERS="2")
+    recycle = {"Q_RECYCLE": str(args.recycle)} if args.recycle else {}
+    env = common.base_env(settings="config.settings", database_url=url, var_dir=var, Q_WORKERS="2", **recycle)
     setup = common.child_result(
         [common.PYTHON, __file__, "--child", "setup"], env, timeout=600, what=f"{backend} setup"
     )
@@ -559,6 +560,9 @@ def main() -> int:
         "--probe-uploads", type=int, default=None, help="One-page probe uploads (default 40, --quick 10)."
     )
     parser.add_argument("--no-probe", action="store_true")
+    parser.add_argument(
+        "--recycle", type=int, metavar="N", help="Tasks a q2 worker runs before it is replaced (default 500)."
+    )
     parser.add_argument(
         "--profile", metavar="DIR", help="py-spy the cluster during the bulk load (raw stacks)."
     )
