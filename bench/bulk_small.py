@@ -31,7 +31,7 @@ status polled every 20 ms until ``ready``, ``--probe-uploads`` times one after a
 <= 300 ms on an idle machine) and p95.
 
     .venv/bin/python bench/bulk_small.py [--quick] [--docs N] [--batch-files N] [--backends ...]
-        [--probe-uploads N | --no-probe] [--json FILE] [--keep]
+        [--probe-uploads N | --no-probe] [--recycle N] [--json FILE] [--keep]
 """
 
 from __future__ import annotations
@@ -45,11 +45,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -59,6 +60,7 @@ from bench.common import say
 MIN_BYTES, MAX_BYTES = 2_000, 30_000
 TARGET_RATIO = 0.8
 TARGET_P50_MS = 300.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # --- the corpus --------------------------------------------------------------------------------
@@ -276,52 +278,123 @@ def stats_child() -> dict[str, Any]:
 # --- the platform ------------------------------------------------------------------------------
 
 
-def _processes() -> dict[int, tuple[int, int, int]]:
-    """Every process: pid -> (parent pid, process group, CPU ticks: its own and its reaped
-    children's)."""
+class Proc(NamedTuple):
+    parent: int
+    group: int
+    start: int  # clock ticks after boot: with the pid, a process that a reused pid cannot fake
+    own: int  # CPU ticks of its own
+    reaped: int  # CPU ticks of the children it reaped (and theirs)
+
+
+def _processes() -> dict[int, Proc]:
+    """Every process, by pid."""
     found = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            found[int(stat.parent.name)] = (
-                int(fields[1]),
-                int(fields[2]),
-                sum(int(f) for f in fields[11:15]),
-            )
+            f = [int(n) for n in stat.read_text().rsplit(")", 1)[1].split()[1:20]]
+            found[int(stat.parent.name)] = Proc(f[0], f[1], f[18], f[10] + f[11], f[12] + f[13])
     return found
 
 
-def group_cpu(pgid: int) -> float:
+def group_cpu(pgid: int, processes: dict[int, Proc] | None = None) -> float:
     """CPU seconds of the processes in process group ``pgid`` (their own and their reaped
     children's)."""
-    ticks = sum(cpu for _, group, cpu in _processes().values() if group == pgid)
-    return ticks / os.sysconf("SC_CLK_TCK")
+    ticks = sum(p.own + p.reaped for p in (processes or _processes()).values() if p.group == pgid)
+    return ticks / CLOCK_TICKS
 
 
-def sandbox_cpu(pid: int) -> float:
-    """CPU seconds of the descendants of ``pid`` outside its process group: the parsing sandbox's
-    processes (bubblewrap, its namespace's first process, the fork server or a child per file, the
-    processes forked per call, which the server reaps), started in sessions of their own. A worker
-    never reaps them while they run (a fork server lives until its worker stops, and a killed
-    child's namespace reaps its own), so ``group_cpu`` does not hold them; read while they live."""
-    processes = _processes()
+def sandboxed(pid: int, processes: dict[int, Proc]) -> list[int]:
+    """The descendants of ``pid`` outside its process group: the parsing sandbox's processes
+    (bubblewrap, its namespace's first process, the fork server or a child per file, the
+    processes forked per call), started in sessions of their own."""
     children: dict[int, list[int]] = {}
-    for child, (parent, _, _) in processes.items():
-        children.setdefault(parent, []).append(child)
-    group = processes.get(pid, (0, pid, 0))[1]
-    ticks, todo = 0, list(children.get(pid, []))
+    for child, proc in processes.items():
+        children.setdefault(proc.parent, []).append(child)
+    group = processes[pid].group if pid in processes else pid
+    found, todo = [], list(children.get(pid, []))
     while todo:
         current = todo.pop()
         todo += children.get(current, [])
-        if processes[current][1] != group:
-            ticks += processes[current][2]
-    return ticks / os.sysconf("SC_CLK_TCK")
+        if processes[current].group != group:
+            found.append(current)
+    return found
 
 
-def cluster_cpu(cluster: int, web: int) -> dict[str, float]:
-    """The CPU seconds so far of the cluster's process group, of its sandbox processes, and of the
-    web server's group: read before either stops."""
-    return {"workers": group_cpu(cluster), "sandbox": sandbox_cpu(cluster), "web": group_cpu(web)}
+class Seen(NamedTuple):
+    """A sandbox process's last reading."""
+
+    parent: tuple[int, int]  # (pid, start); a process of the cluster's group is not in ``seen``
+    ticks: int  # its own CPU and its reaped children's
+    reaped: int  # its reaped children's
+    parent_reaped: int  # the parent's reaped ticks at the same sample
+    sample: int
+
+
+class SandboxMeter(threading.Thread):
+    """The CPU of a cluster's sandbox processes, read from /proc every ``every`` seconds.
+
+    One read at the end misses what ended before it: q2 replaces a worker after ``recycle``
+    tasks, its fork server ends with it, and when a sandbox namespace's first process dies the
+    kernel reaps the namespace's other processes without adding their CPU to anyone's reaped
+    ticks. So every sandbox process ever seen keeps its last reading (one that ended loses at
+    most its last interval), unless its parent's reaped ticks, read after it ended, grew by as
+    much: then the parent reaped it and holds its CPU.
+    """
+
+    def __init__(self, cluster: int, every: float = 0.5) -> None:
+        super().__init__(name="sandbox-meter", daemon=True)
+        self.cluster, self.every = cluster, every
+        self.seen: dict[tuple[int, int], Seen] = {}  # by (pid, start)
+        self.samples = 0
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.sample()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every):
+            self.sample()
+
+    def sample(self) -> dict[int, Proc]:
+        processes = _processes()
+        with self.lock:
+            self.samples += 1
+            for pid in sandboxed(self.cluster, processes):
+                proc = processes[pid]
+                parent = processes.get(proc.parent, Proc(0, 0, 0, 0, 0))
+                ticks = proc.own + proc.reaped
+                self.seen[(pid, proc.start)] = Seen(
+                    (proc.parent, parent.start), ticks, proc.reaped, parent.reaped, self.samples
+                )
+        return processes
+
+    def reading(self) -> tuple[float, float]:
+        """CPU seconds of every sandbox process seen so far, and the part of it that the cluster's
+        own processes reaped (a process that ended with its parent in the cluster's group: its
+        worker, or the qcluster leader, a child subreaper, once its worker was replaced)."""
+        with self.lock:
+            total = reaped_by_cluster = 0
+            for one in self.seen.values():
+                parent = self.seen.get(one.parent)
+                if parent and parent.sample > one.sample and parent.reaped >= one.parent_reaped + one.ticks:
+                    continue  # its parent reaped it: its CPU is in the parent's reading
+                total += one.ticks
+                if parent is None and one.sample < self.samples:
+                    reaped_by_cluster += one.ticks
+        return total / CLOCK_TICKS, reaped_by_cluster / CLOCK_TICKS
+
+
+def cluster_cpu(meter: SandboxMeter, web: int) -> dict[str, float]:
+    """The CPU seconds so far of the cluster's process group ("workers", less the sandbox
+    processes it reaped: those are in "sandbox"), of its sandbox processes (the meter's) and of
+    the web server's group: read before either stops."""
+    processes = meter.sample()
+    sandbox, reaped = meter.reading()
+    return {
+        "workers": group_cpu(meter.cluster, processes) - reaped,
+        "sandbox": sandbox,
+        "web": group_cpu(web, processes),
+        "reaped": reaped,
+    }
 
 
 def free_port() -> int:
@@ -456,7 +529,8 @@ def probe(client: Client, uploads: int) -> dict[str, Any]:
 def platform_run(
     args: argparse.Namespace, backend: str, url: str, var: Path, paths: list[Path], warm: list[Path]
 ) -> dict[str, Any]:
-    env = common.base_env(settings="config.settings", database_url=url, var_dir=var, Q_WORKERS="2")
+    recycle = {"Q_RECYCLE": str(args.recycle)} if args.recycle else {}
+    env = common.base_env(settings="config.settings", database_url=url, var_dir=var, Q_WORKERS="2", **recycle)
     setup = common.child_result(
         [common.PYTHON, __file__, "--child", "setup"], env, timeout=600, what=f"{backend} setup"
     )
@@ -480,9 +554,12 @@ def platform_run(
         client.throttled, client.queue_full, client.waited_s = 0, 0, 0.0
         say(f"  [{backend}] platform: uploading {len(paths)} files, {args.batch_files} a batch ...")
         profiler = start_profiler(args, children, cluster, backend)
-        cpu = cluster_cpu(cluster.pid, web.pid)
+        meter = SandboxMeter(cluster.pid)
+        meter.start()
+        cpu = cluster_cpu(meter, web.pid)
         bulk = upload_all(client, paths, args.batch_files)
-        bulk["cpu_s"] = {k: v - cpu[k] for k, v in cluster_cpu(cluster.pid, web.pid).items()}
+        bulk["cpu_s"] = {k: v - cpu[k] for k, v in cluster_cpu(meter, web.pid).items()}
+        meter.stopped.set()
         if profiler is not None:  # py-spy writes its file at SIGINT
             os.kill(profiler.pid, signal.SIGINT)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -560,6 +637,9 @@ def main() -> int:
     )
     parser.add_argument("--no-probe", action="store_true")
     parser.add_argument(
+        "--recycle", type=int, metavar="N", help="Tasks a q2 worker runs before it is replaced (default 500)."
+    )
+    parser.add_argument(
         "--profile", metavar="DIR", help="py-spy the cluster during the bulk load (raw stacks)."
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -619,7 +699,9 @@ def main() -> int:
                 f"[{backend}] CPU per document: plain {plain['cpu_s'] / docs:.3f} s; platform cluster "
                 f"{cpu['workers'] / docs:.3f} s + sandbox {cpu['sandbox'] / docs:.3f} s + web server "
                 f"{cpu['web'] / docs:.3f} s (CPU ratio plain / platform "
-                f"{plain['cpu_s'] / sum(cpu.values()):.2f}: if both had the cores alone)"
+                f"{plain['cpu_s'] / (cpu['workers'] + cpu['sandbox'] + cpu['web']):.2f}: if both had "
+                f"the cores alone); {cpu['reaped']:.2f} s of the sandbox's "
+                "were reaped by the cluster and taken off its figure"
             )
             stats = platform["stats"]
             say(

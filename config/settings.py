@@ -512,7 +512,9 @@ WEBHOOK_QUEUE = os.environ.get("WEBHOOK_QUEUE", "webhooks")
 Q_CLUSTER: dict[str, Any] = {
     "name": os.environ.get("Q_NAME", "ingest"),
     "workers": env_int("Q_WORKERS", 2),
-    "recycle": 500,
+    # Tasks a worker process runs before q2 replaces it (its memory and its sandbox fork server
+    # start afresh); q2's default.
+    "recycle": env_int("Q_RECYCLE", 500),
     # The job table is the truth: a task killed by timeout is recovered by the reaper through
     # the lease, so q2 must not deliver it again by itself while it may still be running.
     "timeout": Q_TIMEOUT,
