@@ -195,19 +195,23 @@ def test_a_batch_cancelled_during_ocr_ends_cancelled(base_url: str, processes: P
     batch = client.vector_stores.file_batches.create(store.id, file_ids=[f.id for f in uploaded])
     assert batch.status == "in_progress"
 
-    def in_ocr() -> bool:
+    def in_ocr() -> str | None:
         page = client.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id)
-        return any(getattr(f, "stage", None) == "ocr" for f in page.data)
+        return next((f.id for f in page.data if getattr(f, "stage", None) == "ocr"), None)
 
-    wait_for(in_ocr, timeout=90, interval=0.2, what="a file in OCR")
+    reading = wait_for(in_ocr, timeout=90, interval=0.2, what="a file in OCR")
     client.vector_stores.file_batches.cancel(batch.id, vector_store_id=store.id)
     done = client.vector_stores.file_batches.poll(batch.id, vector_store_id=store.id, poll_interval_ms=200)
     assert done.status == "cancelled", done
-    assert done.file_counts.cancelled >= 1 and done.file_counts.completed == 0
-    statuses = {
-        f.status for f in client.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id)
-    }
-    assert statuses == {"cancelled"}
+    # The file in OCR is cancelled; the other may have finished before the cancel reached it (on
+    # a loaded machine the second worker can get that far), as OpenAI's cancel also allows:
+    # nothing is left running and nothing failed.
+    counts = done.file_counts
+    assert counts.cancelled >= 1 and counts.in_progress == 0 and counts.failed == 0, counts
+    files = client.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id)
+    statuses = {f.id: f.status for f in files}
+    assert statuses[reading] == "cancelled"
+    assert set(statuses.values()) <= {"cancelled", "completed"}
 
 
 def test_a_collection_filled_through_the_rest_api_is_one_store_in_the_sdk(base_url: str) -> None:
