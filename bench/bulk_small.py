@@ -23,6 +23,10 @@ deterministic sample. Each becomes one ``.txt`` file.
   started together (after loading the model) to the later one's end.
 
 Both in the same run, plain first, per database (SQLite, the embedded default; PostgreSQL).
+CPU per document: the plain processes' own; the cluster's, the sandbox's and the web server's.
+On PostgreSQL also the database server's CPU over each half (its processes, by name, with what
+the postmaster reaped: every database of the server, so a quiet machine) and the cores' idle
+share (``/proc/stat``).
 Target: platform documents/s >= 0.8x the plain script's.
 
 One-page probe (``--probe``, on by default; the platform of the last database measured, after the
