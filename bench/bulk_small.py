@@ -23,6 +23,10 @@ deterministic sample. Each becomes one ``.txt`` file.
   started together (after loading the model) to the later one's end.
 
 Both in the same run, plain first, per database (SQLite, the embedded default; PostgreSQL).
+CPU per document: the plain processes' own; the cluster's, the sandbox's and the web server's.
+On PostgreSQL also the database server's CPU over each half (its processes, by name, with what
+the postmaster reaped: every database of the server, so a quiet machine) and the cores' idle
+share (``/proc/stat``).
 Target: platform documents/s >= 0.8x the plain script's.
 
 One-page probe (``--probe``, on by default; the platform of the last database measured, after the
@@ -204,11 +208,14 @@ def plain_child(files: list[str]) -> dict[str, Any]:
     Tenant.objects.create(slug="plain", name="Plain", max_queued_jobs=100_000)
     connections.close_all()
     fork = multiprocessing.get_context("fork")  # Django is set up; each process opens its own connection
-    barrier, queue = fork.Barrier(2), fork.Queue()
+    barrier, queue = fork.Barrier(3), fork.Queue()  # the two processes and this one: the clock
     workers = [fork.Process(target=plain_worker, args=(files[n::2], barrier, queue)) for n in range(2)]
     for worker in workers:
         worker.start()
+    barrier.wait()
+    reading = machine_reading()
     results = [queue.get(timeout=7200) for _ in workers]
+    machine = since(reading)  # up to the later process's end, as the wall time
     for worker in workers:
         worker.join()
     started = min(r["started"] for r in results)
@@ -221,6 +228,7 @@ def plain_child(files: list[str]) -> dict[str, Any]:
         "docs_per_s": docs / (ended - started),
         "per_process_s": [r["ended"] - r["started"] for r in results],
         "cpu_s": sum(r["cpu_s"] for r in results),
+        "machine_s": machine,
     }
 
 
@@ -294,6 +302,41 @@ def _processes() -> dict[int, Proc]:
             f = [int(n) for n in stat.read_text().rsplit(")", 1)[1].split()[1:20]]
             found[int(stat.parent.name)] = Proc(f[0], f[1], f[18], f[10] + f[11], f[12] + f[13])
     return found
+
+
+def machine_cpu() -> tuple[float, float]:
+    """Seconds of CPU time of all cores so far (``/proc/stat``): (all, idle + I/O wait)."""
+    ticks = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return sum(ticks) / CLOCK_TICKS, (ticks[3] + ticks[4]) / CLOCK_TICKS
+
+
+def server_cpu() -> float:
+    """CPU seconds of the local PostgreSQL server so far: its live processes' own and what the
+    postmaster reaped of those that ended (a backend starts a session of its own, so it is found
+    by name, not by group). Counts every database of the server: the benchmark's alone on a quiet
+    machine."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            text = stat.read_text()
+            if text.split("(", 1)[1].rsplit(")", 1)[0] != "postgres":
+                continue
+            f = [int(n) for n in text.rsplit(")", 1)[1].split()[1:20]]
+            found[int(stat.parent.name)] = Proc(f[0], f[1], f[18], f[10] + f[11], f[12] + f[13])
+    ticks = sum(p.own for p in found.values())
+    ticks += sum(p.reaped for p in found.values() if p.parent not in found)  # the postmaster
+    return ticks / CLOCK_TICKS
+
+
+def machine_reading() -> dict[str, float]:
+    """The cores' time, their idle part and the database server's CPU, read together."""
+    total, idle = machine_cpu()
+    return {"cores": total, "idle": idle, "server": server_cpu()}
+
+
+def since(reading: dict[str, float]) -> dict[str, float]:
+    """What ``machine_reading`` grew by since ``reading``."""
+    return {k: v - reading[k] for k, v in machine_reading().items()}
 
 
 def group_cpu(pgid: int, processes: dict[int, Proc] | None = None) -> float:
@@ -556,9 +599,10 @@ def platform_run(
         profiler = start_profiler(args, children, cluster, backend)
         meter = SandboxMeter(cluster.pid)
         meter.start()
-        cpu = cluster_cpu(meter, web.pid)
+        cpu, reading = cluster_cpu(meter, web.pid), machine_reading()
         bulk = upload_all(client, paths, args.batch_files)
         bulk["cpu_s"] = {k: v - cpu[k] for k, v in cluster_cpu(meter, web.pid).items()}
+        bulk["machine_s"] = since(reading)  # to the last batch seen complete (up to 1 s late)
         meter.stopped.set()
         if profiler is not None:  # py-spy writes its file at SIGINT
             os.kill(profiler.pid, signal.SIGINT)
@@ -703,6 +747,16 @@ def main() -> int:
                 f"the cores alone); {cpu['reaped']:.2f} s of the sandbox's "
                 "were reaped by the cluster and taken off its figure"
             )
+            if backend == "postgres":
+                pm, bm = plain["machine_s"], bulk["machine_s"]
+                platform_cpu = cpu["workers"] + cpu["sandbox"] + cpu["web"]
+                with_server = (plain["cpu_s"] + pm["server"]) / (platform_cpu + bm["server"])
+                say(
+                    f"[{backend}] the machine meanwhile: database server CPU a document plain "
+                    f"{pm['server'] / docs:.3f} s, platform {bm['server'] / docs:.3f} s; cores idle "
+                    f"{100 * pm['idle'] / pm['cores']:.1f} % (plain), {100 * bm['idle'] / bm['cores']:.1f} % "
+                    f"(platform); CPU ratio with the server's part {with_server:.2f}"
+                )
             stats = platform["stats"]
             say(
                 f"[{backend}] jobs: {stats['states']}, {stats['chunks']} chunks; stage time summed over "
