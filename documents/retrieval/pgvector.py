@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,13 @@ from documents.retrieval import codes
 
 COLUMN = "embedding"
 _ENABLED: dict[tuple[Any, ...], bool] = {}
+# When the column was last found missing, per database: a server without pgvector is asked again
+# only after ABSENT_RECHECK_SECONDS (a migration in another process may add the column; one in
+# this process clears the entry at once, ``ensure_schema``). Asked on every call, the catalogue
+# read was 4 of a small document's statements on such a server (bench/README.md, "Where the
+# PostgreSQL wall time goes").
+_ABSENT: dict[tuple[Any, ...], float] = {}
+ABSENT_RECHECK_SECONDS = 60.0
 _INDEXED: set[tuple[Any, ...]] = set()
 
 
@@ -55,6 +63,9 @@ def enabled(connection: Any) -> bool:
         return False
     key = _key(connection)
     if key not in _ENABLED:
+        checked = _ABSENT.get(key)
+        if checked is not None and time.monotonic() - checked < ABSENT_RECHECK_SECONDS:
+            return False
         with connection.cursor() as cursor:
             # The catalogue itself, not information_schema's view over it (about 10 ms a call).
             cursor.execute(
@@ -64,13 +75,16 @@ def enabled(connection: Any) -> bool:
             )
             found = cursor.fetchone() is not None
         if not found:
-            return False  # not cached: a migration may add it later in this process
+            _ABSENT[key] = time.monotonic()
+            return False
+        _ABSENT.pop(key, None)
         _ENABLED[key] = True
     return _ENABLED[key]
 
 
 def ensure_schema(connection: Any) -> None:
     """Create the extension and the column when the server offers pgvector (idempotent)."""
+    _ABSENT.pop(_key(connection), None)  # whatever it finds, the next ``enabled`` asks again
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
         if cursor.fetchone() is None:

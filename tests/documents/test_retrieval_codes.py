@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.test.utils import CaptureQueriesContext
 
 from documents.embedders import configured_embedder
 from documents.models import ChunkVector, Collection, Document, DocumentVersion, IndexEntry
@@ -284,3 +285,20 @@ def test_the_two_bit_migration_rewrites_the_one_bit_codes_and_back():
     assert assert_codes_match_vectors() == len(rows)
     hits = search(tenant, "boats harbor", k=1, mode="semantic")
     assert versions(hits) == [version.pk]
+
+
+def test_a_server_without_pgvector_is_asked_for_the_column_once_a_while_not_on_every_search(monkeypatch):
+    if not plain_postgres():
+        pytest.skip("PostgreSQL without pgvector only")
+
+    def asked(calls: int) -> int:
+        with CaptureQueriesContext(connection) as run:
+            answers = {pgvector.enabled(connection) for _ in range(calls)}
+        assert answers == {False}
+        return sum("pg_attribute" in q["sql"] for q in run.captured_queries)
+
+    pgvector.ensure_schema(connection)  # a schema change in this process: the next call asks
+    assert asked(5) == 1
+    now = pgvector.time.monotonic()
+    monkeypatch.setattr(pgvector.time, "monotonic", lambda: now + pgvector.ABSENT_RECHECK_SECONDS + 1)
+    assert asked(5) == 1  # after the recheck interval, once more (a migration elsewhere may add it)
