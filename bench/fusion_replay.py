@@ -56,20 +56,16 @@ def child(corpus_path: str, out: str) -> None:
     corpus = [json.loads(line) for line in Path(corpus_path).read_text(encoding="utf-8").splitlines()]
     client = api_client()
     doc_page = ingest(client, corpus, "sqlite")
-    from django.conf import settings
-
     from documents.embedders import configured_embedder
 
     embedder = configured_embedder()
-    floor = settings.SEARCH_MIN_SCORE
-    if floor < 0:  # as documents.search: the embedder's own noise level when unset
-        floor = float(getattr(embedder, "similarity_floor", 0.0))
     captured: dict[str, Any] = {}
     shipped = search.fuse
 
     def recording(lists: Any, k: int, **kwargs: Any) -> Any:
         captured["lists"] = {name: list(ranked) for name, ranked in lists.items()}
         captured["confidence"] = dict(kwargs.get("confidence") or {})
+        captured["floors"] = {"lexical": 0.0, **(kwargs.get("floors") or {})}  # the search's own
         return shipped(lists, k, **kwargs)
 
     search.fuse = recording  # type: ignore[assignment]
@@ -89,7 +85,7 @@ def child(corpus_path: str, out: str) -> None:
                 # The chunks' own keys, so a replay can fuse chunks as the search does.
                 "keys": {name: [key for key, _ in ranked] for name, ranked in captured["lists"].items()},
                 "confidence": captured["confidence"],
-                "floors": {"lexical": 0.0, "semantic": floor},
+                "floors": captured["floors"],
                 "embedder": embedder.name,
             }
         )

@@ -33,47 +33,18 @@ WORDS, VOCABULARY = 180, 3_000
 
 
 def fill(tenant: Any, entries: int) -> None:
-    from documents.bulk_insert import insert_rows
-    from documents.embedders import configured_embedder
-    from documents.models import Chunk, Document, DocumentVersion, IndexEntry
-    from documents.retrieval.text import search_text
-    from documents.services.collections import default_collection
-    from documents.stages.index import ENTRY_FIELDS
+    """``entries`` index entries in documents of ``CHUNKS``, written in bulk: each chunk the
+    shared words, then ``WORDS`` drawn from a vocabulary of pseudo-words."""
+    from tests.documents.helpers import bulk_published
 
-    collection = default_collection(tenant)
-    documents = Document.objects.bulk_create(
-        Document(tenant=tenant, collection=collection, title=f"log {d}") for d in range(entries // CHUNKS)
-    )
-    versions = DocumentVersion.objects.bulk_create(
-        DocumentVersion(
-            document=d, number=1, file=f"x/{d.pk}.txt", original_name="log.txt", kind="text",
-            content_type="text/plain", size=1, sha256="0" * 64, entries=CHUNKS,
-        )
-        for d in documents
-    )  # fmt: skip
-    for document, version in zip(documents, versions, strict=True):
-        document.published_version = version
-    Document.objects.bulk_update(documents, ["published_version"])
-    # A chunk's length in words, the rest of them drawn from a vocabulary of pseudo-words.
     rng = random.Random(7)
     vocabulary = [f"w{i:04d}" for i in range(VOCABULARY)]
-    chunks = Chunk.objects.bulk_create(
-        Chunk(
-            version=v,
-            ordinal=o,
-            text=f"{SHARED} {' '.join(rng.choices(vocabulary, k=WORDS))}",
-            page_start=1,
-            page_end=1,
-        )
-        for v in versions
-        for o in range(CHUNKS)
+    bulk_published(
+        tenant,
+        entries // CHUNKS,
+        CHUNKS,
+        lambda n, o: f"{SHARED} {' '.join(rng.choices(vocabulary, k=WORDS))}",
     )
-    embedder = configured_embedder().name
-    rows = [
-        (tenant.pk, c.version.document_id, c.version.pk, c.pk, c.ordinal, 0, embedder, search_text(c.text))
-        for c in chunks
-    ]
-    insert_rows(IndexEntry, ENTRY_FIELDS, rows)
 
 
 def child(entries: int, rounds: int) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -21,11 +21,16 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
+from documents.bulk_insert import insert_rows
+from documents.embedders import configured_embedder
 from documents.embedders.hashing import HashingEmbedder
 from documents.kinds import INGEST as KIND
 from documents.models import Chunk, ChunkVector, Document, DocumentVersion, IndexEntry, Page, Tenant
+from documents.retrieval.text import search_text
 from documents.search import SearchHit, search
+from documents.services.collections import default_collection
 from documents.services.upload import UploadResult, document_upload
+from documents.stages.index import ENTRY_FIELDS
 from jobs import pipelines
 from jobs.context import StageContext
 from jobs.executor import run_job
@@ -43,6 +48,37 @@ def upload(
     tenant: Tenant, data: bytes, filename: str, *, document: Document | None = None, title: str = ""
 ) -> UploadResult:
     return document_upload(tenant=tenant, data=data, filename=filename, title=title, document=document)
+
+
+def bulk_published(tenant: Tenant, documents: int, chunks: int, text: Callable[[int, int], str]) -> None:
+    """``documents`` published documents of ``chunks`` index entries each, written in bulk past
+    the pipeline (a large tenant in seconds; no vectors): chunk ``o`` of document ``n`` says
+    ``text(n, o)``. The rows are what the indexing stage writes (``ENTRY_FIELDS``)."""
+    collection = default_collection(tenant)
+    made = Document.objects.bulk_create(
+        Document(tenant=tenant, collection=collection, title=f"log {d}") for d in range(documents)
+    )
+    versions = DocumentVersion.objects.bulk_create(
+        DocumentVersion(
+            document=d, number=1, file=f"x/{d.pk}.txt", original_name="log.txt", kind="text",
+            content_type="text/plain", size=1, sha256="0" * 64, entries=chunks,
+        )
+        for d in made
+    )  # fmt: skip
+    for document, version in zip(made, versions, strict=True):
+        document.published_version = version
+    Document.objects.bulk_update(made, ["published_version"])
+    rows = Chunk.objects.bulk_create(
+        Chunk(version=v, ordinal=o, text=text(n, o), page_start=1, page_end=1)
+        for n, v in enumerate(versions)
+        for o in range(chunks)
+    )
+    embedder = configured_embedder().name
+    entries = [
+        (tenant.pk, c.version.document_id, c.version.pk, c.pk, c.ordinal, 0, embedder, search_text(c.text))
+        for c in rows
+    ]
+    insert_rows(IndexEntry, ENTRY_FIELDS, entries)
 
 
 def reload_job(job_or_id: Job | Any) -> Job:

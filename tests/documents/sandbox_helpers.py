@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tests.timing import hold_for
+
 
 def spin(seconds: float) -> str:
     """Hold the child's CPU (and its GIL) in pure Python, as a backtracking regex would."""
@@ -78,7 +80,7 @@ def process() -> dict[str, Any]:
 
 def wait(seconds: float) -> dict[str, Any]:
     """A call that is still working for ``seconds`` (asleep: no CPU), then says who answered."""
-    time.sleep(seconds)
+    hold_for(seconds)
     return process()
 
 

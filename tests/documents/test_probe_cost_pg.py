@@ -13,16 +13,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from documents.bulk_insert import insert_rows
-from documents.embedders import configured_embedder
-from documents.models import Chunk, Document, DocumentVersion, IndexEntry, Tenant
+from documents.models import DocumentVersion, IndexEntry, Tenant
 from documents.retrieval.backends import DF_CAP, Scope
 from documents.retrieval.index import search_index
-from documents.retrieval.text import query_tokens, search_text
-from documents.services.collections import default_collection
-from documents.stages.index import ENTRY_FIELDS, probe
+from documents.retrieval.text import query_tokens
+from documents.stages.index import probe
 from jobs.models import Status
-from tests.documents.helpers import make_tenant, run_until_idle, upload
+from tests.documents.helpers import bulk_published, make_tenant, run_until_idle, upload
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -39,31 +36,7 @@ def media(settings: Any, tmp_path: Path) -> None:
 
 def fill(tenant: Tenant) -> None:
     """``DOCUMENTS`` published documents of ``CHUNKS`` entries each, written in bulk."""
-    collection = default_collection(tenant)
-    documents = Document.objects.bulk_create(
-        Document(tenant=tenant, collection=collection, title=f"log {d}") for d in range(DOCUMENTS)
-    )
-    versions = DocumentVersion.objects.bulk_create(
-        DocumentVersion(
-            document=d, number=1, file=f"x/{d.pk}.txt", original_name="log.txt", kind="text",
-            content_type="text/plain", size=1, sha256="0" * 64, entries=CHUNKS,
-        )
-        for d in documents
-    )  # fmt: skip
-    for document, version in zip(documents, versions, strict=True):
-        document.published_version = version
-    Document.objects.bulk_update(documents, ["published_version"])
-    chunks = Chunk.objects.bulk_create(
-        Chunk(version=v, ordinal=o, text=f"{SHARED} entry {o} of log {n}", page_start=1, page_end=1)
-        for n, v in enumerate(versions)
-        for o in range(CHUNKS)
-    )
-    embedder = configured_embedder().name
-    rows = [
-        (tenant.pk, c.version.document_id, c.version.pk, c.pk, c.ordinal, 0, embedder, search_text(c.text))
-        for c in chunks
-    ]
-    insert_rows(IndexEntry, ENTRY_FIELDS, rows)
+    bulk_published(tenant, DOCUMENTS, CHUNKS, lambda n, o: f"{SHARED} entry {o} of log {n}")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE documents_indexentry")  # as autovacuum would have by then
 
