@@ -294,12 +294,15 @@ class Proc(NamedTuple):
     reaped: int  # CPU ticks of the children it reaped (and theirs)
 
 
-def _processes() -> dict[int, Proc]:
-    """Every process, by pid."""
+def _processes(named: str | None = None) -> dict[int, Proc]:
+    """Every process (or every one whose command is ``named``), by pid."""
     found = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError, IndexError):
-            f = [int(n) for n in stat.read_text().rsplit(")", 1)[1].split()[1:20]]
+            command, rest = stat.read_text().split("(", 1)[1].rsplit(")", 1)
+            if named is not None and command != named:
+                continue
+            f = [int(n) for n in rest.split()[1:20]]
             found[int(stat.parent.name)] = Proc(f[0], f[1], f[18], f[10] + f[11], f[12] + f[13])
     return found
 
@@ -315,14 +318,7 @@ def server_cpu() -> float:
     postmaster reaped of those that ended (a backend starts a session of its own, so it is found
     by name, not by group). Counts every database of the server: the benchmark's alone on a quiet
     machine."""
-    found = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            text = stat.read_text()
-            if text.split("(", 1)[1].rsplit(")", 1)[0] != "postgres":
-                continue
-            f = [int(n) for n in text.rsplit(")", 1)[1].split()[1:20]]
-            found[int(stat.parent.name)] = Proc(f[0], f[1], f[18], f[10] + f[11], f[12] + f[13])
+    found = _processes("postgres")
     ticks = sum(p.own for p in found.values())
     ticks += sum(p.reaped for p in found.values() if p.parent not in found)  # the postmaster
     return ticks / CLOCK_TICKS
