@@ -363,6 +363,14 @@ JOBS_SCRATCH_SWEEP_SECONDS = env_float("JOBS_SCRATCH_SWEEP_SECONDS", 300)
 # Where job temp directories live; default: a folder of this deployment (named after its
 # database) in the temp directory, so that deployments sharing a machine never sweep each other's.
 JOBS_SCRATCH_DIR = os.environ.get("JOBS_SCRATCH_DIR", "")
+# Failure causes' alert thresholds, failed attempts an hour, overriding each cause's own (0: never
+# alert), e.g. "sandbox_failed:10,worker_lost:0" (the health page, /metrics' jobs_cause_alerting).
+JOBS_CAUSE_ALERTS = {
+    code.strip(): int(count)
+    for code, _, count in (
+        part.partition(":") for part in os.environ.get("JOBS_CAUSE_ALERTS", "").split(",") if part.strip()
+    )
+}
 # Extra modules that register pipelines (tests and add-ons; apps register in ready()).
 JOBS_PIPELINE_MODULES = [m for m in os.environ.get("JOBS_PIPELINE_MODULES", "").split(",") if m]
 # --- engine speed (bench/README.md, "Speed where users feel it") ------------------------------

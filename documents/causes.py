@@ -70,6 +70,11 @@ SANDBOX_FAILED = Cause(
     transient=True,
     user_retryable=True,
     rule=RetryRule(max_attempts=3, base_delay=10, max_delay=120),
+    alert_hour=3,
+    operator_hint=_(
+        "The parsing sandbox's server keeps ending on the workers: run `manage.py check --tag "
+        "health` there, check that bubblewrap runs, and read the workers' log around the failures."
+    ),
 )
 OCR_TIMEOUT = Cause(
     "ocr_timeout",

@@ -41,6 +41,11 @@ class Cause:
     transient: bool
     user_retryable: bool
     rule: RetryRule = field(default_factory=RetryRule)
+    # Failed attempts in one hour from which the health page and /metrics raise an alert (0:
+    # never), for causes that are the platform's fault rather than the input's; the hint says
+    # where an operator looks first. ``JOBS_CAUSE_ALERTS`` overrides the threshold per cause.
+    alert_hour: int = 0
+    operator_hint: str = ""
 
 
 _CAUSES: dict[str, Cause] = {}
@@ -70,6 +75,11 @@ WORKER_LOST = register_cause(
         transient=True,
         user_retryable=True,
         rule=RetryRule(max_attempts=3),
+        alert_hour=3,
+        operator_hint=_(
+            "Workers stop in the middle of jobs: look for out-of-memory kills and restarts in the "
+            "workers' logs and the service manager, and at the live workers on this page."
+        ),
     )
 )
 
@@ -92,6 +102,11 @@ INTERNAL_ERROR = register_cause(
         transient=True,
         user_retryable=True,
         rule=RetryRule(max_attempts=3, base_delay=5, max_delay=120),
+        alert_hour=3,
+        operator_hint=_(
+            "The workers' log holds the tracebacks; each failed attempt's error reference (the "
+            "job's history) names its entry."
+        ),
     )
 )
 

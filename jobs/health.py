@@ -14,7 +14,8 @@ through an index on its time), never the whole history:
 - queue waits and stage durations: from the bucketed histograms ``jobs.timings`` keeps, the
   page's median and p95 interpolated from the last day's buckets (``/metrics`` exposes the
   all-time buckets as Prometheus histograms);
-- failures, retries and recoveries by cause: the last hour and day; ``TENANT_LIMIT`` tenants.
+- failures, retries and recoveries by cause: the last hour and day; ``TENANT_LIMIT`` tenants;
+  a cause that is the platform's fault alerts from its threshold of failed attempts an hour.
 """
 
 # long-module: one snapshot of every figure the health page and /metrics show, so both read the
@@ -27,12 +28,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Count, Min, Q
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from jobs import pipelines, workers
-from jobs.errors import get_cause
+from jobs.errors import Cause, get_cause
 from jobs.models import FINISHED, LEASED, Job, JobEvent, StageRun, Status
 from jobs.quotas import quota_for
 from jobs.timings import DURATION, WAIT, Histogram, histograms
@@ -107,6 +109,18 @@ class CauseRates:
     user_retryable: bool
     hour: CauseCounts
     day: CauseCounts
+    alert_from: int = 0  # failed attempts an hour that raise an alert (0: this cause never does)
+    operator_hint: str = ""
+
+    @property
+    def alerting(self) -> bool:
+        return 0 < self.alert_from <= self.hour.failed_attempts
+
+
+def alert_threshold(cause: Cause) -> int:
+    """Failed attempts an hour from which ``cause`` raises an alert: ``JOBS_CAUSE_ALERTS``, or
+    the cause's own (0: never)."""
+    return int(settings.JOBS_CAUSE_ALERTS.get(cause.code, cause.alert_hour))
 
 
 @dataclass(frozen=True)
@@ -177,6 +191,11 @@ class Health:
     status_totals: dict[str, int] = field(default_factory=dict)  # the ACTIVE statuses, now
     finished: list[FinishedCount] = field(default_factory=list)
     histograms: list[StageHistograms] = field(default_factory=list)
+
+    @property
+    def alerts(self) -> list[CauseRates]:
+        """Causes failing often enough in the last hour to need an operator."""
+        return [rates for rates in self.causes if rates.alerting]
 
 
 # --- the figures, one query (or two) each -----------------------------------------------------
@@ -294,6 +313,8 @@ def cause_rates(now: datetime) -> list[CauseRates]:
                 user_retryable=cause.user_retryable,
                 hour=CauseCounts(c["failed_hour"], c["retried_hour"], c["jobs_hour"]),
                 day=CauseCounts(c["failed_day"], c["retried_day"], c["jobs_day"]),
+                alert_from=alert_threshold(cause),
+                operator_hint=cause.operator_hint,
             )
         )
     return sorted(rates, key=lambda r: (-r.day.failed_attempts, -r.day.failed_jobs, r.cause))

@@ -19,7 +19,8 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Met
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from jobs.health import Health, TenantLoad, snapshot
+from jobs.errors import all_causes
+from jobs.health import Health, TenantLoad, alert_threshold, snapshot
 from jobs.timings import Histogram
 
 
@@ -78,6 +79,24 @@ def _causes(health: Health) -> Iterator[Metric]:
             for attr, family in families.items():
                 family.add_metric([rates.cause, window], getattr(counts, attr))
     yield from families.values()
+    # Every cause that can alert, zeros included, so that a rule on "== 1" sees it clear again.
+    alerting = GaugeMetricFamily(
+        "jobs_cause_alerting",
+        "1 while a cause's failed attempts in the last hour are at or above its alert threshold.",
+        labels=["cause"],
+    )
+    threshold = GaugeMetricFamily(
+        "jobs_cause_alert_threshold", "Failed attempts an hour from which a cause alerts.", labels=["cause"]
+    )
+    by_code = {rates.cause: rates for rates in health.causes}
+    for cause in all_causes():
+        limit = alert_threshold(cause)
+        if limit > 0:
+            found = by_code.get(cause.code)
+            alerting.add_metric([cause.code], 1 if found is not None and found.alerting else 0)
+            threshold.add_metric([cause.code], limit)
+    yield alerting
+    yield threshold
 
 
 def collect_health(health: Health) -> Iterator[Metric]:

@@ -132,6 +132,28 @@ def state_matrix(health: Health) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class CauseAlert:
+    message: str
+    hint: str
+    url: str
+
+
+def cause_alerts(health: Health) -> list[CauseAlert]:
+    """A line per cause failing at or above its alert threshold in the last hour: how often, what
+    an operator checks first, and the jobs that carry it."""
+    changelist = reverse("admin:jobs_job_changelist")
+    return [
+        CauseAlert(
+            _("%(cause)s: %(count)s failed attempts in the last hour (the alert starts at %(limit)s).")
+            % {"cause": rates.cause, "count": rates.hour.failed_attempts, "limit": rates.alert_from},
+            _(rates.operator_hint) if rates.operator_hint else "",
+            f"{changelist}?error_code={rates.cause}",
+        )
+        for rates in health.alerts
+    ]
+
+
 def health_context(health: Health) -> dict[str, Any]:
     tenants = [
         TenantRow(
@@ -144,6 +166,7 @@ def health_context(health: Health) -> dict[str, Any]:
     ]
     return {
         "health": health,
+        "alerts": cause_alerts(health),
         "tiles": tiles(health),
         "matrix": state_matrix(health),
         "timings": [

@@ -352,3 +352,34 @@ def test_one_running_job_is_counted_in_the_singular_on_the_workers_tile():
     jh.running(worker="host-a:1")
     workers = next(tile for tile in health_tiles(snapshot()) if tile.label == "Live workers")
     assert workers.note == "idle or busy; 2 jobs running"
+
+
+@pytest.mark.django_db
+def test_a_cause_that_is_the_platforms_fault_alerts_from_its_threshold_for_an_hour(clock, viewer):
+    page = "/admin/jobs/job/health/"
+    fail(jh.running(), "sandbox_failed")
+    fail(jh.running(), "sandbox_failed")
+    for _ in range(5):
+        fail(jh.running(), "corrupt_input")  # the file's fault: however often, never an alert
+    assert snapshot().alerts == []
+    assert "jobs-cause-alert" not in viewer.get(page).content.decode()
+    fail(jh.running(), "sandbox_failed")  # the third in the hour: sandbox_failed alerts from 3
+    (alert,) = snapshot().alerts
+    assert (alert.cause, alert.hour.failed_attempts, alert.alert_from) == ("sandbox_failed", 3, 3)
+    html = viewer.get(page).content.decode()
+    assert "sandbox_failed: 3 failed attempts in the last hour (the alert starts at 3)." in html
+    assert "manage.py check --tag health" in html  # where the operator looks first
+    assert "?error_code=sandbox_failed" in html
+    clock.advance(3601)  # an hour on, the attempts are in the day's figures only: the alert clears
+    assert snapshot().alerts == [] and "jobs-cause-alert" not in viewer.get(page).content.decode()
+
+
+@pytest.mark.django_db
+def test_an_operator_sets_a_causes_alert_threshold_or_turns_it_off(settings):
+    fail(jh.running(), "internal_error")
+    assert snapshot().alerts == []
+    settings.JOBS_CAUSE_ALERTS = {"internal_error": 1, "corrupt_input": 1}
+    fail(jh.running(), "corrupt_input")
+    assert sorted(a.cause for a in snapshot().alerts) == ["corrupt_input", "internal_error"]
+    settings.JOBS_CAUSE_ALERTS = {"internal_error": 0, "corrupt_input": 1}
+    assert [a.cause for a in snapshot().alerts] == ["corrupt_input"]

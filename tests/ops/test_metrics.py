@@ -96,6 +96,17 @@ def test_failures_by_cause_match_the_stage_runs(client, token, platform):
     )
 
 
+def test_a_cause_alerts_at_its_threshold_and_reads_zero_while_clear(client, token, platform, settings):
+    alerting = values(scrape(client, token)["jobs_cause_alerting"], "cause")
+    # Every cause that can alert is there, zeros included: internal_error failed once (of 3).
+    assert alerting[("internal_error",)] == 0 and alerting[("sandbox_failed",)] == 0
+    assert ("corrupt_input",) not in alerting  # the input's fault: no alert at all
+    settings.JOBS_CAUSE_ALERTS = {"internal_error": 1}
+    families = scrape(client, token)
+    assert values(families["jobs_cause_alerting"], "cause")[("internal_error",)] == 1
+    assert values(families["jobs_cause_alert_threshold"], "cause")[("internal_error",)] == 1
+
+
 def test_tenants_timings_age_and_workers(client, token, platform, clock):
     clock.advance(20)
     families = scrape(client, token)
