@@ -120,7 +120,8 @@ class CauseRates:
 def alert_threshold(cause: Cause) -> int:
     """Failed attempts an hour from which ``cause`` raises an alert: ``JOBS_CAUSE_ALERTS``, or
     the cause's own (0: never)."""
-    return int(settings.JOBS_CAUSE_ALERTS.get(cause.code, cause.alert_hour))
+    alerts: dict[str, int] = settings.JOBS_CAUSE_ALERTS
+    return alerts.get(cause.code, cause.alert_hour)
 
 
 @dataclass(frozen=True)
