@@ -130,7 +130,6 @@ def read_model(path: Path) -> E5Model:
         piece = blob[offsets[i] : offsets[i + 1]]
         if piece and i != unk:
             pieces.setdefault(piece.decode("utf-8"), i)
-    longest = int(np.max(np.diff(offsets)))
 
     n_normal, normal_bytes = r.take("iI")
     end = r.at + normal_bytes
@@ -186,7 +185,6 @@ def read_model(path: Path) -> E5Model:
         eos=eos,
         unk=unk,
         normal=normal,
-        longest=longest,
     )
     return E5Model(config=config, tensors=tensors, words=words, vocabulary=vocabulary)
 

@@ -10,7 +10,7 @@ lowest piece score minus 10. No ``<s>``/``</s>`` here: the encoder adds them per
 
 from __future__ import annotations
 
-import struct
+from array import array
 from dataclasses import dataclass
 
 META = "\u2581"  # SentencePiece's word-start marker
@@ -25,7 +25,6 @@ class Vocabulary:
     eos: int
     unk: int
     normal: dict[str, str]  # character -> its replacement (possibly empty)
-    longest: int  # the longest piece, in UTF-8 bytes
 
 
 class Tokenizer:
@@ -35,7 +34,9 @@ class Tokenizer:
         self.vocabulary = vocabulary
         self.pieces = vocabulary.pieces
         self.scores = vocabulary.scores
-        self.longest = max(len(p) for p in self.pieces)  # in characters
+        self.reach: dict[str, int] = {}  # first character -> the longest piece it starts, in characters
+        for piece in self.pieces:
+            self.reach[piece[0]] = max(self.reach.get(piece[0], 0), len(piece))
         self.unknown_score = min(self.scores) - UNKNOWN_PENALTY
         self._table = str.maketrans(vocabulary.normal)
 
@@ -53,23 +54,25 @@ class Tokenizer:
         piece covers is ``<unk>``. Ties go to the first path found, as in the engine."""
         chars = self.normalize(text)
         n = len(chars)
-        pieces, scores, longest = self.pieces, self.scores, self.longest
+        pieces, scores, reach = self.pieces, self.scores, self.reach
         unknown = self.unknown_score
-        best = [-1e30] * (n + 1)
+        # float32 cells: a sum is rounded as the engine's when stored in one.
+        best = array("f", [-1e30]) * (n + 1)
         best[0] = 0.0
+        score = array("f", [0.0])
         came_by = [0] * (n + 1)  # piece id, -1 for an unknown character
         came_from = [0] * (n + 1)
         for i in range(n):
             here = best[i]
-            for end in range(i + 1, min(n, i + longest) + 1):
+            for end in range(i + 1, min(n, i + reach.get(chars[i], 0)) + 1):
                 piece = pieces.get(chars[i:end])
                 if piece is not None:
-                    score = _f32(here + scores[piece])
-                    if score > best[end]:
-                        best[end], came_by[end], came_from[end] = score, piece, i
-            score = _f32(here + unknown)
-            if score > best[i + 1]:
-                best[i + 1], came_by[i + 1], came_from[i + 1] = score, -1, i
+                    score[0] = here + scores[piece]
+                    if score[0] > best[end]:
+                        best[end], came_by[end], came_from[end] = score[0], piece, i
+            score[0] = here + unknown
+            if score[0] > best[i + 1]:
+                best[i + 1], came_by[i + 1], came_from[i + 1] = score[0], -1, i
         out: list[int] = []
         i = n
         while i > 0:
@@ -77,8 +80,3 @@ class Tokenizer:
             i = came_from[i]
         out.reverse()
         return out
-
-
-def _f32(x: float) -> float:
-    """``x`` rounded to float32: the engine adds scores in float32, and ties depend on it."""
-    return struct.unpack("f", struct.pack("f", x))[0]
