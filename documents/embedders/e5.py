@@ -9,11 +9,11 @@ pair: passages go through ``embed``, search queries through ``embed_queries``.
 Two runtimes give the same vectors (cosine > 0.999, one vector-space name, no re-index between
 them): ``onnx``, the default, reads the package's model file itself and runs the weights on
 onnxruntime (:mod:`documents.embedders.e5_onnx`), and ``engine`` calls the package's C engine,
-the reference the onnx runtime is tested against. The onnx runtime embeds several times faster
-on this kind of machine, near the default MiniLM model's speed (bench/README.md, "e5 on
-onnxruntime"). Choose the model with ``EMBEDDINGS_BACKEND=e5`` where Chinese (or other
-non-English) text matters; an existing install changes over through the re-index
-(docs/upgrading.md).
+the reference the onnx runtime is tested against. The onnx runtime embeds over twice as fast on
+this kind of machine, about half the default MiniLM model's speed (twelve layers to its six;
+bench/README.md, "e5 on onnxruntime"). Choose the model with ``EMBEDDINGS_BACKEND=e5`` where
+Chinese (or other non-English) text matters; an existing install changes over through the
+re-index (docs/upgrading.md).
 """
 
 from __future__ import annotations

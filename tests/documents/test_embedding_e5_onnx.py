@@ -105,3 +105,13 @@ def test_the_embedders_runtimes_share_one_vector_space():
     assert [onnx.count_tokens(t) for t in passages] == [reference.count_tokens(t) for t in passages]
     with pytest.raises(ValueError, match="runtime"):
         E5Embedder(runtime="torch")
+
+
+def test_system_check_refuses_an_unknown_e5_runtime(settings) -> None:
+    from documents.checks import check_embedding_model
+
+    settings.EMBEDDINGS_BACKEND = "e5"
+    settings.EMBEDDINGS_E5_RUNTIME = "torch"
+    assert [e.id for e in check_embedding_model()] == ["documents.E005"]
+    settings.EMBEDDINGS_E5_RUNTIME = "engine"
+    assert check_embedding_model() == []
