@@ -56,6 +56,7 @@ LAYER_NAMES = {
     "fo": "output.dense",
 }
 LAYER_NORMS = {"aln": "attention.output.LayerNorm", "oln": "output.LayerNorm"}
+TYPE_ROW = "embeddings.token_type_embeddings.weight"  # one token type: its row joins every word's
 
 
 def package_model_file() -> Path:
@@ -101,7 +102,7 @@ class E5Model:
     def token_vectors(self, ids: npt.NDArray[np.int64]) -> Array:
         """The word rows of ``ids`` (any shape), dequantised, plus the one token type's row."""
         rows = dequantize(self.words[ids.reshape(-1)], self.config.dimension)
-        rows += self.tensors["embeddings.token_type_embeddings.weight"][0]
+        rows += self.tensors[TYPE_ROW][0]
         return rows.reshape(*ids.shape, self.config.dimension)
 
 
@@ -197,13 +198,22 @@ class E5OnnxEncoder:
     def __init__(self, path: Path | None = None, *, batch_size: int = 2, threads: int = 1) -> None:
         from documents.embedders.bert_onnx import build_graph, make_session
 
-        self.model = read_model(path or package_model_file())
-        self.tokenizer = Tokenizer(self.model.vocabulary)
-        self.dimension = self.model.config.dimension
-        self.window = self.model.config.max_length  # positions, with <s> and </s>
+        model = read_model(path or package_model_file())
+        self.vocabulary = model.vocabulary
+        self.tokenizer = Tokenizer(model.vocabulary)
+        self.dimension = model.config.dimension
+        self.window = model.config.max_length  # positions, with <s> and </s>
         self.batch_size = batch_size
-        graph = build_graph(self.model.tensors, self.model.config, token_vectors=True, normalize=False)
+        graph = build_graph(model.tensors, model.config, token_vectors=True, normalize=False)
         self.session = make_session(graph, threads=threads)
+        # The session holds the encoder's weights: keep only what runs outside it (the float32
+        # tensors would double the process's memory).
+        self.model = E5Model(
+            config=model.config,
+            tensors={name: model.tensors[name] for name in (TYPE_ROW,)},
+            words=model.words,
+            vocabulary=model.vocabulary,
+        )
 
     def pieces(self, text: str, *, query: bool) -> list[int]:
         """The piece ids of ``text`` with its prefix, without ``<s>``/``</s>`` and not cut."""
@@ -223,7 +233,7 @@ class E5OnnxEncoder:
 
     def encode(self, texts: Sequence[str], *, query: bool = False) -> Array:
         """Shape ``(len(texts), dimension)``, float32, unit rows in the order of ``texts``."""
-        vocabulary = self.model.vocabulary
+        vocabulary = self.vocabulary
         span = self.window - 2
         windows: list[list[int]] = []
         owner: list[int] = []
