@@ -8,7 +8,8 @@ half; a weight is ``(nibble - 8) * scale``). This module reads that file itself:
 
 - :func:`read_model` dequantises the encoder's matrices to float32 under BERT's tensor names, so
   :func:`documents.embedders.bert_onnx.build_graph` builds the graph (XLM-R is BERT's encoder;
-  the file's position table already starts at XLM-R's first real position). The 250,037-row
+  the engine reads the file's position table from row 0 for ``<s>``, so no XLM-R offset of
+  ``padding_idx + 1`` is added here either, and there is one token type). The 250,037-row
   word table stays 4-bit (54 MB, not 384 MB as float32): the rows of a batch's tokens are
   dequantised when it runs and enter the graph as its ``token_vectors``.
 - :class:`documents.embedders.e5_tokenizer.Tokenizer` segments text as the engine does.
