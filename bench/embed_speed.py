@@ -21,13 +21,19 @@ the deployed batch size.
 Verdicts: onnx chunks/s >= 2x numpy's (one thread, and two processes); cosine min >= 0.99;
 |MRR@10 onnx - numpy| <= 0.01 in every mode and language.
 
+``--e5`` measures only the ``e5`` backend's two runtimes (onnxruntime on the package's weights,
+and the package's C engine) beside the default model on onnxruntime, on the same chunks (cut for
+the default model's window, so the same texts for all three), one thread and two processes as
+above, the three alternated every slice; with the cosine of e5 onnx against the engine and their
+token counts for every chunk. Verdicts: e5 onnx >= 2x the engine's chunks/s; cosine min >= 0.999.
+
 ``--batching`` measures only the batches ``encode_by_length`` cuts: each page's chunks (one
 document, as the embedding stage embeds it) with the texts cut every ``batch_size`` as before,
 and with ``length_batches``, alternated document by document; and a document of a 250-token and
 a 62-token chunk, the case the length batches are for.
 
     .venv/bin/python bench/embed_speed.py [--quick] [--pages N] [--runs N]
-        [--quality-backends sqlite,postgres,pgvector | --no-quality | --batching] [--json FILE]
+        [--quality-backends sqlite,postgres,pgvector | --no-quality | --batching | --e5] [--json FILE]
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -96,26 +103,27 @@ SLICE = 64  # texts per embed() call, as the embedding stage hands them over (EM
 def timed_passes(
     embedders: dict[str, Any], texts: list[str], runs: int, barrier: Any = None
 ) -> dict[str, Any]:
-    """``runs`` passes over ``texts``; each pass alternates the runtimes slice by slice (order
-    flipped every slice), so both see the same machine load even when it drifts within seconds
+    """``runs`` passes over ``texts``; each pass alternates the embedders slice by slice (order
+    flipped every slice), so all see the same machine load even when it drifts within seconds
     (the machine is shared). Seconds per runtime per pass, per slice, and the last vectors.
     ``barrier`` (two processes) starts every slice in both processes at once."""
+    names = list(embedders)
     vectors = {r: e.embed(texts[:4]) for r, e in embedders.items()}  # load + warm up
-    seconds: dict[str, list[list[float]]] = {r: [] for r in RUNTIMES}
-    out: dict[str, list[Any]] = {r: [] for r in RUNTIMES}
+    seconds: dict[str, list[list[float]]] = {r: [] for r in names}
+    out: dict[str, list[Any]] = {r: [] for r in names}
     for run in range(runs):
-        for r in RUNTIMES:
+        for r in names:
             seconds[r].append([])
             out[r] = []
         for n, start in enumerate(range(0, len(texts), SLICE)):
             part = texts[start : start + SLICE]
-            for r in RUNTIMES if (run + n) % 2 == 0 else reversed(RUNTIMES):
+            for r in names if (run + n) % 2 == 0 else reversed(names):
                 if barrier is not None:
                     barrier.wait()
                 began = time.perf_counter()
                 out[r].append(embedders[r].embed(part))
                 seconds[r][-1].append(time.perf_counter() - began)
-    for r in RUNTIMES:
+    for r in names:
         vectors[r] = np.vstack(out[r])
     return {"seconds": seconds, "vectors": vectors}
 
@@ -272,6 +280,91 @@ def length_batching(documents: list[list[str]], runs: int, report: Any) -> None:
     say(f"a document, median: fixed {old:.1f} ms, length {new:.1f} ms")
 
 
+# --- e5: onnxruntime against the package's C engine, beside the default model ---------------------
+
+E5_EMBEDDERS = ("minilm onnx", "e5 onnx", "e5 engine")
+
+
+def e5_embedders() -> dict[str, Any]:
+    """The three as deployed, one compute thread each: the default model on onnxruntime, and the
+    ``e5`` backend on each of its runtimes."""
+    from documents.embedders.e5 import E5Embedder
+    from documents.embedders.local import LocalModelEmbedder
+
+    return {
+        "minilm onnx": LocalModelEmbedder(threads=1, runtime="onnx"),
+        "e5 onnx": E5Embedder(threads=1, runtime="onnx"),
+        "e5 engine": E5Embedder(threads=1, runtime="engine"),
+    }
+
+
+def _e5_worker(texts: list[str], runs: int, barrier: Any, queue: Any) -> None:
+    queue.put(timed_passes(e5_embedders(), texts, runs, barrier)["seconds"])
+
+
+def e5_speed(texts: list[str], runs: int, report: Any) -> None:
+    """chunks/s of the three on the same chunks, alternated every slice, in one process and in
+    two; cosine and token counts of e5 onnx against the engine over every chunk."""
+    import multiprocessing
+
+    embedders = e5_embedders()
+    common.header(f"one thread, one process ({runs} passes, alternated every {SLICE} chunks)")
+    say(f"load before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    found = timed_passes(embedders, texts, runs)
+    single = {r: [len(texts) / sum(p) for p in found["seconds"][r]] for r in E5_EMBEDDERS}
+    for run in range(runs):
+        say(f"  pass {run + 1}: " + ", ".join(f"{r} {single[r][run]:.2f} chunks/s" for r in E5_EMBEDDERS))
+    say(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    ours, theirs = found["vectors"]["e5 onnx"], found["vectors"]["e5 engine"]
+    cosines = (ours * theirs).sum(axis=1)
+    e5 = embedders["e5 onnx"]
+    counts = [e5.count_tokens(t) for t in texts]
+    same = sum(a == embedders["e5 engine"].count_tokens(t) for a, t in zip(counts, texts, strict=True))
+
+    common.header(f"two processes, one thread each ({runs} passes, alternated every {SLICE} chunks)")
+    spawn = multiprocessing.get_context("spawn")
+    barrier, queue = spawn.Barrier(2), spawn.Queue()
+    workers = [spawn.Process(target=_e5_worker, args=(texts, runs, barrier, queue)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    first, second = (queue.get(timeout=7200) for _ in workers)
+    for worker in workers:
+        worker.join()
+    pair = {
+        r: [
+            2 * len(texts) / sum(max(a, b) for a, b in zip(p, q, strict=True))
+            for p, q in zip(first[r], second[r], strict=True)
+        ]
+        for r in E5_EMBEDDERS
+    }
+    for run in range(runs):
+        say(f"  pass {run + 1}: " + ", ".join(f"{r} {pair[r][run]:.2f} chunks/s" for r in E5_EMBEDDERS))
+    say(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+    common.header("results")
+    say(f"e5 tokens per chunk: median {median(counts)}, max {max(counts)} (window {e5.window})")
+    for label, rates in (("one thread", single), ("two processes", pair)):
+        say(
+            f"{label:14} "
+            + ", ".join(f"{r} {median(rates[r]):.2f}" for r in E5_EMBEDDERS)
+            + " chunks/s (medians)"
+        )
+        ratio = median([o / e for o, e in zip(rates["e5 onnx"], rates["e5 engine"], strict=True)])
+        to_default = median([o / m for o, m in zip(rates["e5 onnx"], rates["minilm onnx"], strict=True)])
+        say(f"{'':14} e5 onnx / e5 engine {ratio:.2f}x, e5 onnx / minilm onnx {to_default:.2f}x")
+        report.figures[label] = {r: median(rates[r]) for r in E5_EMBEDDERS}
+        report.check(f"chunks/s e5 onnx / e5 engine, {label}", ratio, 2.0, higher_is_better=True, unit="x")
+    say(
+        f"cosine e5 onnx vs e5 engine over {len(texts)} chunks: min {cosines.min():.5f}, "
+        f"mean {cosines.mean():.5f}; token counts equal for {same} of {len(texts)}"
+    )
+    report.figures.update(
+        cosine_min=float(cosines.min()), cosine_mean=float(cosines.mean()), counts_equal=same
+    )
+    report.check("cosine e5 onnx vs e5 engine, min", float(cosines.min()), 0.999, higher_is_better=True)
+    report.check("token counts e5 onnx = e5 engine, chunks", same, len(texts), higher_is_better=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     common.common_args(parser)
@@ -282,6 +375,11 @@ def main() -> None:
     parser.add_argument("--no-quality", action="store_true", help="speed and cosine only")
     parser.add_argument(
         "--batching", action="store_true", help="only fixed against length batches, per document (onnx)"
+    )
+    parser.add_argument(
+        "--e5",
+        action="store_true",
+        help="only e5 on onnxruntime against its C engine, beside the default model",
     )
     args = parser.parse_args()
     if args.quick:
@@ -295,6 +393,8 @@ def main() -> None:
     common.header(
         "Embedding: fixed against length batches (local, onnx)"
         if args.batching
+        else "Embedding speed: e5 on onnxruntime vs its C engine, and the default model (onnx)"
+        if args.e5
         else "Embedding speed: onnxruntime vs today's numpy encoder (local, all-MiniLM-L6-v2)"
     )
     common.print_machine()
@@ -308,6 +408,12 @@ def main() -> None:
         report.dump(args.json)
         return
     texts = real_chunks(pages)
+    if args.e5:
+        say(f"corpus: {len(pages)} pages -> {len(texts)} chunks (cut for the default model's window)")
+        e5_speed(texts, args.runs, report)
+        report.print()
+        report.dump(args.json)
+        return
     counter = embedder_of(TODAY)
     tokens = sorted(counter.count_tokens(t) for t in texts)
     say(

@@ -467,6 +467,9 @@ EMBEDDINGS_LOCAL_BATCH_SIZE = env_int("EMBEDDINGS_LOCAL_BATCH_SIZE", 0)
 # onnx (a graph built from the model's weights at load, run by onnxruntime) | numpy (the same
 # vectors, the reference forward pass, a half to a third of the speed): bench/README.md "Embedding model".
 EMBEDDINGS_LOCAL_RUNTIME = os.environ.get("EMBEDDINGS_LOCAL_RUNTIME", "onnx")
+# EMBEDDINGS_BACKEND=e5 only: onnx (the package's weights on onnxruntime) | engine (the package's
+# C engine; the same vectors, under half the speed): bench/README.md "e5 on onnxruntime".
+EMBEDDINGS_E5_RUNTIME = os.environ.get("EMBEDDINGS_E5_RUNTIME", "onnx")
 EMBEDDINGS_HASHING_DIMENSION = env_int("EMBEDDINGS_HASHING_DIMENSION", 1024)
 # The widest vector an embedder may make (checked where an embedder is chosen: the re-index API and
 # command, and the configured one at start): "hashing:1000000" would store 4 MB per chunk.

@@ -18,7 +18,16 @@ from documents.retrieval.index import search_index
 
 @register()
 def check_embedding_model(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """The default ``local`` embedder needs its model package and runtime libraries installed."""
+    """The default ``local`` embedder needs its model package and runtime libraries installed;
+    ``e5`` a runtime it has."""
+    if settings.EMBEDDINGS_BACKEND == "e5":
+        from documents.embedders.e5 import RUNTIMES as E5_RUNTIMES
+
+        if settings.EMBEDDINGS_E5_RUNTIME not in E5_RUNTIMES:
+            message = f"EMBEDDINGS_E5_RUNTIME must be one of {', '.join(E5_RUNTIMES)}"
+            hint = "onnx is the default; engine (the package's C engine) gives the same vectors"
+            return [Error(message, hint=hint, id="documents.E005")]
+        return []
     if settings.EMBEDDINGS_BACKEND != "local":
         return []
     from documents.embedders.bert_encoder import RUNTIMES

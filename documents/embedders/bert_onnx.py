@@ -32,10 +32,17 @@ OPSET = 17  # LayerNormalization is a standard op from 17 on
 MS_DOMAIN = "com.microsoft"
 
 
-def build_graph(tensors: dict[str, Array], config: BertConfig) -> onnx.ModelProto:
+def build_graph(
+    tensors: dict[str, Array], config: BertConfig, *, token_vectors: bool = False, normalize: bool = True
+) -> onnx.ModelProto:
     """The encoder as an ONNX model: inputs ``input_ids`` (int64) and ``attention_mask`` (int64,
     1 for a real token, right-padded), both ``(batch, width)``; output ``embedding``
-    ``(batch, dimension)``, the mean of the real tokens' last hidden states with unit L2 norm."""
+    ``(batch, dimension)``, the mean of the real tokens' last hidden states with unit L2 norm.
+
+    With ``token_vectors`` the word table stays out of the graph (and of ``tensors``): the
+    input ``token_vectors`` (float32, ``(batch, width, dimension)``) replaces ``input_ids``, each
+    token's word row plus the token type's. Without ``normalize`` the mean keeps its length
+    (to be averaged with other windows of a long text first)."""
     from onnx import TensorProto, helper, numpy_helper
 
     initializers: list[onnx.TensorProto] = []
@@ -55,9 +62,7 @@ def build_graph(tensors: dict[str, Array], config: BertConfig) -> onnx.ModelProt
     eps = config.eps
     # Embeddings: the word rows plus the first token type's (every text is one segment), so one
     # Gather replaces two; then the positions of this batch's width and a LayerNorm.
-    word = weight(
-        "word", t("embeddings.word_embeddings.weight") + t("embeddings.token_type_embeddings.weight")[0]
-    )
+    first_input = "token_vectors" if token_vectors else "input_ids"
     position = weight("position", t("embeddings.position_embeddings.weight"))
     zero = weight("zero", np.array([0], dtype=np.int64))
     one = weight("one", np.array([1], dtype=np.int64))
@@ -65,11 +70,18 @@ def build_graph(tensors: dict[str, Array], config: BertConfig) -> onnx.ModelProt
     axis2 = weight("axis2", np.array([2], dtype=np.int64))
     width = node(
         "Slice",
-        [node("Shape", ["input_ids"], "ids_shape"), one, weight("two", np.array([2], dtype=np.int64))],
+        [node("Shape", [first_input], "ids_shape"), one, weight("two", np.array([2], dtype=np.int64))],
         "width",
     )
     positions = node("Slice", [position, zero, width], "positions")
-    h = node("Add", [node("Gather", [word, "input_ids"], "tokens"), positions], "embedded")
+    if token_vectors:
+        h = node("Add", ["token_vectors", positions], "embedded")
+    else:
+        word = weight(
+            "word",
+            t("embeddings.word_embeddings.weight") + t("embeddings.token_type_embeddings.weight")[0],
+        )
+        h = node("Add", [node("Gather", [word, "input_ids"], "tokens"), positions], "embedded")
     h = node(
         "LayerNormalization",
         [
@@ -150,14 +162,20 @@ def build_graph(tensors: dict[str, Array], config: BertConfig) -> onnx.ModelProt
     summed = node("ReduceSum", [masked, axis1], "summed", keepdims=0)
     count = node("ReduceSum", [mask_f, axis1], "count", keepdims=1)
     count = node("Max", [count, weight("min_count", np.array([1.0], dtype=np.float32))], "count_1")
-    pooled = node("Div", [summed, count], "pooled")
-    node("LpNormalization", [pooled], "embedding", axis=-1, p=2)
+    if normalize:
+        node("LpNormalization", [node("Div", [summed, count], "pooled")], "embedding", axis=-1, p=2)
+    else:
+        node("Div", [summed, count], "embedding")
 
     graph = helper.make_graph(
         nodes,
         "bert_sentence_encoder",
         [
-            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "width"]),
+            helper.make_tensor_value_info(
+                "token_vectors", TensorProto.FLOAT, ["batch", "width", config.dimension]
+            )
+            if token_vectors
+            else helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "width"]),
             helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "width"]),
         ],
         [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", config.dimension])],
@@ -178,21 +196,26 @@ class OnnxBert:
     """
 
     def __init__(self, tensors: dict[str, Array], config: BertConfig, *, threads: int = 1) -> None:
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        # Spinning threads would burn a core that another worker process needs.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3
-        model = build_graph(tensors, config).SerializeToString()
-        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        self.session = make_session(build_graph(tensors, config), threads=threads)
 
     def __call__(self, ids: npt.NDArray[np.int64], mask: Array) -> Array:
         (vectors,) = self.session.run(
             ["embedding"], {"input_ids": ids, "attention_mask": mask.astype(np.int64)}
         )
         return np.asarray(vectors, dtype=np.float32)
+
+
+def make_session(model: onnx.ModelProto, *, threads: int = 1) -> Any:
+    """An onnxruntime session of ``model``: full graph optimisation, ``threads`` intra-op threads,
+    one inter-op thread, no spinning; safe to call from several threads."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Spinning threads would burn a core that another worker process needs.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])

