@@ -7,7 +7,6 @@ fills it for versions indexed before."""
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +14,13 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from documents.models import Document, DocumentVersion, IndexEntry
-from documents.retrieval.backends import K1, PAGE_B, PAGE_WEIGHT, B, Scope, scoring_terms
+from documents.models import DocumentVersion, IndexEntry
+from documents.retrieval.backends import Scope
 from documents.retrieval.index import search_index
 from documents.retrieval.text import query_tokens
 from documents.search import search
 from tests.documents.helpers import make_tenant
-from tests.documents.test_retrieval import ingest
+from tests.documents.test_retrieval import bm25, ingest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,46 +66,14 @@ def lexical(tenant, query: str) -> list[tuple[int, float]]:
     return search_index().lexical(scope, query_tokens(query), 50)
 
 
-def same(ranked: list[tuple[int, float]], expected: list[tuple[int, float]]) -> bool:
-    """The same entries in the same order with the same scores (to rounding)."""
+def same(ranked: list[tuple[int, float]], query: str, tenant: Any) -> bool:
+    """The same entries as the Python reference (``test_retrieval.bm25``), in the same order, with
+    the same scores (to rounding)."""
+    scores = bm25(tenant, query_tokens(query))
+    expected = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
     return [i for i, _ in ranked] == [i for i, _ in expected] and [s for _, s in ranked] == pytest.approx(
         [s for _, s in expected], rel=1e-9
     )
-
-
-def reference(tenant, query: str) -> list[tuple[int, float]]:
-    """The same ranking in plain Python over the tenant's published entries: each chunk's BM25
-    (b ``B``), each version's over its matching chunks' summed counts with its title counted
-    once (b ``PAGE_B`` over its words, title once, against the average published version)."""
-    entries = list(IndexEntry.objects.filter(tenant=tenant).values_list("id", "version_id", "search_text"))
-    words = {i: Counter(text.split()) for i, _, text in entries}
-    df = Counter(t for counts in words.values() for t in counts)
-    average = sum(c.total() for c in words.values()) / len(entries)
-    published = DocumentVersion.objects.filter(pk__in=Document.objects.values("published_version_id"))
-    pages = {v.pk: v for v in published.filter(document__tenant=tenant)}
-    length = {pk: v.search_terms or 0 for pk, v in pages.items()}
-    average_page = sum(length.values()) / len(pages)
-    scoring = scoring_terms(len(entries), dict(df), query_tokens(query))
-    chunk: dict[int, float] = {}
-    summed: dict[Any, Counter[str]] = {}
-    holding: dict[Any, Counter[str]] = {}
-    for i, version, _ in entries:
-        found = {t: words[i][t] for t, _ in scoring if words[i][t]}
-        if version not in pages or not found:
-            continue
-        norm = K1 * (1 - B + B * words[i].total() / average)
-        chunk[i] = sum(w * found[t] * (K1 + 1) / (found[t] + norm) for t, w in scoring if t in found)
-        summed.setdefault(version, Counter()).update(found)
-        holding.setdefault(version, Counter()).update(found.keys())
-    page: dict[Any, float] = {}
-    for version, tf in summed.items():
-        title = Counter(pages[version].search_title.split())
-        norm = K1 * (1 - PAGE_B + PAGE_B * length[version] / average_page)
-        once = {t: tf[t] - (holding[version][t] - 1) * title[t] for t in tf}
-        page[version] = sum(w * once[t] * (K1 + 1) / (once[t] + norm) for t, w in scoring if once.get(t))
-    version_of = {i: version for i, version, _ in entries}
-    scores = {i: (1 - PAGE_WEIGHT) * s + PAGE_WEIGHT * page[version_of[i]] for i, s in chunk.items()}
-    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
 def test_a_title_every_chunk_repeats_counts_once_so_the_content_words_win():
@@ -124,7 +91,7 @@ def test_a_title_every_chunk_repeats_counts_once_so_the_content_words_win():
     assert hits[0].version_id == cats.pk
     # As the reference ranks them, scores included: the title counted once.
     ranked = lexical(tenant, "猫咪什么时候打疫苗")
-    assert same(ranked, reference(tenant, "猫咪什么时候打疫苗"))
+    assert same(ranked, "猫咪什么时候打疫苗", tenant)
     # The title's words score (they are not common in the tenant): the tire page is a hit.
     assert {cars.pk, cats.pk} <= set(
         IndexEntry.objects.filter(id__in=[i for i, _ in ranked]).values_list("version_id", flat=True)
@@ -149,7 +116,7 @@ def test_a_page_holding_every_query_word_outranks_a_chunk_repeating_one():
     version_of = dict(IndexEntry.objects.values_list("id", "version_id"))
     assert version_of[ranked[0][0]] == guide.pk
     assert repeats.pk in {version_of[i] for i, _ in ranked}
-    assert same(ranked, reference(tenant, query))
+    assert same(ranked, query, tenant)
 
 
 def test_the_migration_keeps_each_versions_title_and_words_as_indexing_does():
