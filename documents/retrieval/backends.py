@@ -228,20 +228,21 @@ def common_terms() -> dict[str, float]:
     return cached[1]
 
 
-# Each candidate's length (c), its frequency of each selecting term (t: one ts_rank_cd a term and
-# candidate, MATERIALIZED so that each is computed once), its BM25 (s), and its version's over
+# Each candidate's length (c: OFFSET 0 keeps it whole, so the length is ranked once a candidate,
+# not once a term), its frequency of each selecting term (t: MATERIALIZED, each computed once,
+# without copying the candidates' tsvectors), its BM25 (s), and its version's over
 # that version's candidates (g: per term, the frequencies summed and the candidates holding it;
 # p: ``page_bm25``, the title's frequency read from the version's ``search_title``): w holds each
 # term's query, idf and place; the parameters are the selecting query, the tenant's average
 # length, its average page and the limit.
 UNIT = "array[1, 1, 1, 1]::float4[]"
 BM25_SQL = f"""
-, c AS MATERIALIZED (SELECT cand.id, cand.version_id, cand.tsv,
-             round(ts_rank_cd({UNIT}, cand.tsv, a.q, 0)
-                   / nullif(ts_rank_cd({UNIT}, cand.tsv, a.q, 2), 0)) AS len
-      FROM cand, (SELECT to_tsquery('simple', %s) AS q) a),
-t AS MATERIALIZED (SELECT c.id, c.version_id, c.len, w.i, w.idf,
-                          ts_rank_cd({UNIT}, c.tsv, w.q, 0)::float8 AS tf FROM c, w),
+, t AS MATERIALIZED (SELECT c.id, c.version_id, c.len, w.i, w.idf,
+                            ts_rank_cd({UNIT}, c.tsv, w.q, 0)::float8 AS tf
+      FROM (SELECT cand.id, cand.version_id, cand.tsv,
+                   round(ts_rank_cd({UNIT}, cand.tsv, a.q, 0)
+                         / nullif(ts_rank_cd({UNIT}, cand.tsv, a.q, 2), 0)) AS len
+            FROM cand, (SELECT to_tsquery('simple', %s) AS q) a OFFSET 0) c, w),
 s AS (SELECT t.id, t.version_id,
              sum(t.idf * t.tf * {K1 + 1} / (t.tf + {K1} * ({1 - B} + {B} * t.len / %s))) AS s
       FROM t GROUP BY t.id, t.version_id),
