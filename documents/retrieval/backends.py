@@ -246,8 +246,8 @@ BM25_SQL = f"""
 s AS (SELECT t.id, t.version_id,
              sum(t.idf * t.tf * {K1 + 1} / (t.tf + {K1} * ({1 - B} + {B} * t.len / %s))) AS s
       FROM t GROUP BY t.id, t.version_id),
-g AS (SELECT t.version_id, t.i, sum(t.tf) AS tf, count(*) FILTER (WHERE t.tf > 0) AS n
-      FROM t GROUP BY t.version_id, t.i HAVING sum(t.tf) > 0),
+g AS (SELECT t.version_id, t.i, sum(t.tf) AS tf, count(*) AS n
+      FROM t WHERE t.tf > 0 GROUP BY t.version_id, t.i),
 p AS (SELECT g.version_id, sum({page_bm25("w.idf", "g.tf", "g.n", "h.tf")}) AS s
       FROM g JOIN w ON w.i = g.i JOIN documents_documentversion v ON v.id = g.version_id,
       LATERAL (SELECT ts_rank_cd({UNIT}, to_tsvector('simple', v.search_title), w.q, 0)::float8 AS tf) h
