@@ -11,7 +11,8 @@ run: k1, b, query characters as ``bm25s`` does, whole pages, sums of chunks, oth
 ``--document``: the platform's ranking (b 0) beside variants that give a chunk a bounded share of
 its document's evidence (``DOCUMENT_VARIANTS``), each at a few weights, with the figures of the
 even and odd halves of the queries (a weight is fitted on the even half), the last counting once
-what every chunk of a document holds (its title, which each chunk's text repeats);
+what every chunk of a document holds (all of it, whether title or not) or its title alone (as the
+databases rank: ``backends.PAGE_WEIGHT``);
 ``REPLAY_ONLY=<part of a variant's name>`` runs the variants so named only.
 
     .venv/bin/python bench/retrieval_replay.py [--pages N] [--max-chars N] [--document]
@@ -26,7 +27,7 @@ import sys
 import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -41,6 +42,9 @@ class Entry:
     page: str
     terms: Counter[str]
     length: int
+    # The words of the document's title that open this entry's text (each chunk's text repeats
+    # them; the platform keeps them per version, ``DocumentVersion.search_title``).
+    title: Counter[str] = field(default_factory=Counter)
 
 
 class Replay:
@@ -61,6 +65,13 @@ class Replay:
         self.page_average = sum(self.page_length.values()) / len(self.page_length)
         self.page_chunks = {page: len(v) for page, v in lengths.items()}
         self.chunks_average = len(entries) / len(self.page_chunks)
+        # Each page's title, and its length with the title counted once (not once per chunk).
+        self.page_title = {entry.page: entry.title for entry in entries}
+        self.page_length_once = {
+            page: total - (self.page_chunks[page] - 1) * self.page_title[page].total()
+            for page, total in self.page_length.items()
+        }
+        self.page_average_once = sum(self.page_length_once.values()) / len(self.page_length_once)
 
     def rank(
         self,
@@ -75,6 +86,7 @@ class Replay:
         document_b: float = 0.0,
         document_length: str = "all",
         shared_once: bool = False,
+        title_once: bool = False,
     ) -> list[str]:
         from documents.retrieval.backends import scoring_terms
 
@@ -119,6 +131,7 @@ class Replay:
                     "all": self.page_length[page] / self.page_average,
                     "matching": matching[page] / self.page_average,
                     "chunks": self.page_chunks[page] / self.chunks_average,
+                    "title once": self.page_length_once[page] / self.page_average_once,
                 }[document_length]
                 norm = k1 * (1 - document_b + document_b * share)
                 if shared_once:
@@ -127,6 +140,12 @@ class Replay:
                     for t, count in holding[page].items():
                         if count == self.page_chunks[page]:
                             tf[page][t] -= (count - 1) * least[page][t]
+                if title_once:
+                    # The title counted once: each of the page's matching entries but one less
+                    # its title's count (what the databases rank by, ``backends.PAGE_WEIGHT``).
+                    title = self.page_title[page]
+                    for t in list(tf[page]):
+                        tf[page][t] -= (len(found) - 1) * title[t]
                 whole = sum(
                     w * tf[page][t] * (k1 + 1) / (tf[page][t] + norm) for t, w in scoring if tf[page][t]
                 )
@@ -180,7 +199,9 @@ def main() -> None:
                 window=embedder.window,
             )
             texts = [search_text(embedded_text(title, c.text)).split() for c in cut]
-            chunks.extend(Entry(page["id"], Counter(t), len(t)) for t in texts)
+            # What each chunk's text opens with (the title, unless the text starts with it).
+            opening = Counter(search_text(title).split())
+            chunks.extend(Entry(page["id"], Counter(t), len(t), opening) for t in texts)
             joined = [t for text in texts for t in text]
             whole.append(Entry(page["id"], Counter(joined), len(joined)))
     say(f"corpus: {len(pages)} pages, {len(chunks)} chunks ({embedder.name})")
@@ -267,6 +288,7 @@ def document_variants(
         ("... b 0.75, the document's length its matching chunks'", mixed, 0.75, "matching"),
         ("... b 0.75, the document's length its number of chunks", mixed, 0.75, "chunks"),
         ("... b 0.75, what every chunk holds counted once", mixed, 0.75, "once"),
+        ("... b 0.75, the document's title counted once", mixed, 0.75, "title once"),
     ]:
         if only and only not in name:
             continue
@@ -280,14 +302,15 @@ def document_variants(
                 document_b=document_b,
                 document_length="all" if document_length == "once" else document_length,
                 shared_once=document_length == "once",
+                title_once=document_length == "title once",
             )
             fitted.append((sum(f[1] for f in figures.values()), weight, figures))
         _, weight, figures = max(fitted, key=lambda f: (f[0], -f[1]))
         say(
             f"  fitted on the even half: w {weight}; against the platform: "
             + "  ".join(
-                f"{lang} all {f[0] - base[lang][0]:+.3f} even {f[1] - base[lang][1]:+.3f}"
-                f" odd {f[2] - base[lang][2]:+.3f}"
+                f"{lang} all {f[0] - base[lang][0]:+.4f} even {f[1] - base[lang][1]:+.4f}"
+                f" odd {f[2] - base[lang][2]:+.4f}"
                 for lang, f in figures.items()
             )
         )

@@ -234,6 +234,12 @@ class DocumentVersion(models.Model):
     # The sizes its chunks were cut with ({"max_chunk_size_tokens": n, "chunk_overlap_tokens": m}),
     # written with the chunks (copied with them by dedup); null before the chunk stage ran.
     chunking = models.JSONField(null=True, blank=True)
+    # What the full-text ranking reads of the version as a whole, written with its index entries
+    # (documents.retrieval.index.record_version): the words of the title each entry's search text
+    # opens with, and the words of all its entries with that title counted once (null before
+    # they were indexed).
+    search_title = models.TextField(blank=True, default="")
+    search_terms = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         verbose_name = _("document version")

@@ -49,6 +49,26 @@ LEXICAL_CANDIDATES = 200
 # 0.945 against 0.967.
 K1 = 1.2
 B = 0.0
+# A chunk's score is (1 - PAGE_WEIGHT) times its BM25 plus PAGE_WEIGHT times its version's (its
+# page's): BM25 over the term counts of the version's matching entries summed, the document's
+# title counted once (every entry's search text opens with it, so the plain sum would count a
+# title word once per chunk), with b PAGE_B over the version's words (``search_terms``, its
+# title once) against the tenant's average published version. A page's evidence beyond its best
+# chunk then counts, normalised by the page's length (bench/README.md, "The document's title
+# counted once"). Within a version the order of its chunks is their own BM25's.
+PAGE_WEIGHT = 0.5
+PAGE_B = 0.75
+
+
+def page_bm25(idf: str, tf: str, entries: str, title_tf: str) -> str:
+    """SQL for a version's BM25 share of one term, the same on both databases: ``tf`` its
+    matching entries' frequencies summed, ``entries`` how many of them hold the term, ``title_tf``
+    the title's frequency (each of those entries opens with the title: it counts once, not once
+    per entry); ``v`` is the version's row, the parameter the tenant's average page."""
+    page_tf = f"({tf} - ({entries} - 1) * {title_tf})"
+    norm = f"{K1} * ({1 - PAGE_B} + {PAGE_B} * coalesce(v.search_terms / nullif(%s, 0), 1.0))"
+    return f"{idf} * {page_tf} * {K1 + 1} / ({page_tf} + {norm})"
+
 
 Ranked = list[tuple[int, float]]  # (index entry id, component score), best first
 
@@ -208,26 +228,39 @@ def common_terms() -> dict[str, float]:
     return cached[1]
 
 
-# Each candidate's BM25 over the selecting terms: w holds each term's query and idf, the
-# parameters are the tenant's average length, the selecting query and the limit. OFFSET 0 keeps
-# each subquery whole: pulled up into the expression, tf would be ranked twice per term and the
-# length twice per term (four times the work, measured on 10,000 rows).
+# Each candidate's length (c: OFFSET 0 keeps it whole, so the length is ranked once a candidate,
+# not once a term), its frequency of each selecting term (t: MATERIALIZED, each computed once,
+# without copying the candidates' tsvectors), its BM25 (s), and its version's over
+# that version's candidates (g: per term, the frequencies summed and the candidates holding it;
+# p: ``page_bm25``, the title's frequency read from the version's ``search_title``): w holds each
+# term's query, idf and place; the parameters are the selecting query, the tenant's average
+# length, its average page and the limit.
 UNIT = "array[1, 1, 1, 1]::float4[]"
 BM25_SQL = f"""
-SELECT c.id, (SELECT sum(f.idf * f.tf * {K1 + 1} / (f.tf + {K1} * ({1 - B} + {B} * c.len / %s)))
-              FROM (SELECT w.idf, ts_rank_cd({UNIT}, c.tsv, w.q, 0) AS tf FROM w OFFSET 0) f) AS s
-FROM (SELECT cand.id, cand.tsv,
-             round(ts_rank_cd({UNIT}, cand.tsv, a.q, 0)
-                   / nullif(ts_rank_cd({UNIT}, cand.tsv, a.q, 2), 0)) AS len
-      FROM cand, (SELECT to_tsquery('simple', %s) AS q) a OFFSET 0) c
-ORDER BY s DESC, c.id LIMIT %s
+, t AS MATERIALIZED (SELECT c.id, c.version_id, c.len, w.i, w.idf,
+                            ts_rank_cd({UNIT}, c.tsv, w.q, 0)::float8 AS tf
+      FROM (SELECT cand.id, cand.version_id, cand.tsv,
+                   round(ts_rank_cd({UNIT}, cand.tsv, a.q, 0)
+                         / nullif(ts_rank_cd({UNIT}, cand.tsv, a.q, 2), 0)) AS len
+            FROM cand, (SELECT to_tsquery('simple', %s) AS q) a OFFSET 0) c, w),
+s AS (SELECT t.id, t.version_id,
+             sum(t.idf * t.tf * {K1 + 1} / (t.tf + {K1} * ({1 - B} + {B} * t.len / %s))) AS s
+      FROM t GROUP BY t.id, t.version_id),
+g AS (SELECT t.version_id, t.i, sum(t.tf) AS tf, count(*) AS n
+      FROM t WHERE t.tf > 0 GROUP BY t.version_id, t.i),
+p AS (SELECT g.version_id, sum({page_bm25("w.idf", "g.tf", "g.n", "h.tf")}) AS s
+      FROM g JOIN w ON w.i = g.i JOIN documents_documentversion v ON v.id = g.version_id,
+      LATERAL (SELECT ts_rank_cd({UNIT}, to_tsvector('simple', v.search_title), w.q, 0)::float8 AS tf) h
+      GROUP BY g.version_id)
+SELECT s.id, {1 - PAGE_WEIGHT} * s.s + {PAGE_WEIGHT} * p.s AS s FROM s JOIN p ON p.version_id = s.version_id
+ORDER BY 2 DESC, s.id LIMIT %s
 """
-# The selecting terms (each a tsquery) and their idf; parameters: the terms, their idf.
+# The selecting terms (each a tsquery, in order i) and their idf; parameters: the terms, their idf.
 TERMS_CTE = """
-WITH w AS MATERIALIZED (SELECT to_tsquery('simple', u.t) AS q, u.idf
-                        FROM unnest(%s::text[], %s::float8[]) AS u(t, idf))"""
+WITH w AS MATERIALIZED (SELECT to_tsquery('simple', u.t) AS q, u.idf, u.i
+                        FROM unnest(%s::text[], %s::float8[]) WITH ORDINALITY AS u(t, idf, i))"""
 RANK_SQL = f"""{TERMS_CTE},
-cand AS (SELECT e.id, e.{{tsv}} AS tsv FROM documents_indexentry e {{join}}
+cand AS (SELECT e.id, e.version_id, e.{{tsv}} AS tsv FROM documents_indexentry e {{join}}
          WHERE {{where}} AND e.{{tsv}} @@ to_tsquery('simple', %s) LIMIT %s)
 {BM25_SQL}"""
 
@@ -235,7 +268,7 @@ RARE_RANK_SQL = f"""{TERMS_CTE},
 m AS MATERIALIZED (SELECT e.id, e.tenant_id, e.document_id, e.version_id, e.{{tsv}} AS tsv
                    FROM documents_indexentry e
                    WHERE e.tenant_id = %s AND e.{{tsv}} @@ to_tsquery('simple', %s)),
-cand AS (SELECT e.id, e.tsv FROM m e {{join}} WHERE {{where}} LIMIT %s)
+cand AS (SELECT e.id, e.version_id, e.tsv FROM m e {{join}} WHERE {{where}} LIMIT %s)
 {BM25_SQL}"""
 
 # One version's entries (the indexing stage's probe) through the (version, ordinal) index, then
@@ -245,9 +278,41 @@ cand AS (SELECT e.id, e.tsv FROM m e {{join}} WHERE {{where}} LIMIT %s)
 VERSION_RANK_SQL = f"""{TERMS_CTE},
 m AS MATERIALIZED (SELECT e.id, e.tenant_id, e.document_id, e.version_id, e.{{tsv}} AS tsv
                    FROM documents_indexentry e WHERE e.version_id = %s AND e.tenant_id + 0 = %s),
-cand AS (SELECT e.id, e.tsv FROM m e {{join}}
+cand AS (SELECT e.id, e.version_id, e.tsv FROM m e {{join}}
          WHERE {{where}} AND e.tsv @@ to_tsquery('simple', %s) LIMIT %s)
 {BM25_SQL}"""
+
+
+# The tenant's average page in words (its published versions' ``search_terms``, of the first
+# LENGTH_SAMPLE): the page length norm's unit, the same on both databases.
+PAGE_LENGTH_SQL = """
+SELECT avg(p.search_terms) FROM (SELECT v.search_terms FROM documents_document d
+JOIN documents_documentversion v ON v.id = d.published_version_id
+WHERE d.tenant_id = %s AND v.search_terms > 0 LIMIT %s) p
+"""
+
+
+def average_page(tenant_id: int) -> float:
+    """The tenant's average published version in words, title once (0 when none is known: then
+    every page counts as of average length)."""
+    [(length,)] = fetch(PAGE_LENGTH_SQL, [tenant_id, LENGTH_SAMPLE])
+    return float(length or 0.0)
+
+
+RECORD_VERSION_SQL = f"""
+UPDATE documents_documentversion SET search_title = %s, search_terms = (
+    SELECT sum({term_count("e.search_text")}) - (count(*) - 1) * %s
+    FROM documents_indexentry e WHERE e.version_id = %s)
+WHERE id = %s
+"""
+
+
+def record_version(version_id: uuid.UUID, search_title: str) -> None:
+    """Keep what the page part of the full-text ranking reads of a version: ``search_title``, the
+    words its entries' search texts open with, and the words of its entries with those counted
+    once (from the entries written so far: run again after each batch)."""
+    version = uuid_value(version_id)
+    execute(RECORD_VERSION_SQL, [search_title, len(search_title.split()), version, version])
 
 
 def tenant_rows(tenant_id: int) -> tuple[int, float]:
@@ -322,6 +387,7 @@ class _Scoring:
     idf: list[float]
     rare: bool  # each term is in fewer than DF_CAP of the tenant's rows
     average_length: float  # the tenant's, in words
+    average_page: float  # the tenant's published version, in words (its title once)
 
     @property
     def selecting(self) -> str:
@@ -335,7 +401,7 @@ class _Scoring:
 
     def bm25(self, limit: int) -> list[Any]:
         """``BM25_SQL``'s parameters."""
-        return [self.average_length, self.selecting, limit]
+        return [self.selecting, self.average_length, self.average_page, limit]
 
 
 def _scoring(scope: Scope, tokens: list[str]) -> _Scoring | None:
@@ -365,6 +431,7 @@ def _scoring(scope: Scope, tokens: list[str]) -> _Scoring | None:
         idf=[w for _, w in scoring],
         rare=all(df_of[t] < DF_CAP for t, _ in scoring),
         average_length=average_length,
+        average_page=average_page(scope.tenant_id),
     )
 
 

@@ -240,6 +240,13 @@ def drop_codes(connection: Any) -> None:
     codes.drop_sign_bits(connection)
 
 
+def record_version(version_id: Any, search_title: str) -> None:
+    """Keep what the full-text ranking reads of a version as a whole, after its entries are
+    written: the words its entries' search texts open with (its title) and its length in words,
+    those counted once (``backends.record_version``)."""
+    backends.record_version(version_id, search_title)
+
+
 def install(app: Any) -> None:
     """Keep the index working in every process (the documents app's ``ready``): sqlite-vec is
     loaded into each SQLite connection, and after every ``migrate`` the full-text index (and,

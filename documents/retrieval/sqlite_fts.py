@@ -27,20 +27,41 @@ import sqlite3
 import threading
 
 from documents.retrieval import backends
-from documents.retrieval.backends import JOIN_DOCUMENT, K1, B, Ranked, Scope, scoring_terms
+from documents.retrieval.backends import (
+    JOIN_DOCUMENT,
+    K1,
+    PAGE_WEIGHT,
+    B,
+    Ranked,
+    Scope,
+    page_bm25,
+    scoring_terms,
+)
 from documents.retrieval.schema import FTS, STATS, TOKENIZE, term_count
 
 # Each selecting term's occurrences in the tenant's rows (its own terms: its posting lists only),
-# counted per row, then each row's BM25 over them; the scope is checked on the row and its
-# document. CROSS JOIN fixes SQLite's join order: the terms first, then their occurrences.
-LENGTH_NORM = f"({1 - B} + {B} * ({term_count('e.search_text')}) / %s)"
+# counted per row in scope (f: also those among the row's first words, its version's title),
+# then each row's BM25 over them (c) and its version's over the version's rows (p: per term the
+# rows' counts summed, the title's counted once; ``backends.page_bm25``). CROSS JOIN fixes
+# SQLite's join order: the terms first, then their occurrences, then their rows.
+LENGTH_NORM = f"({1 - B} + {B} * f.len / %s)"
 RANK_SQL = f"""
 WITH w(term, idf) AS (VALUES {{values}}),
-f AS (SELECT i.doc AS id, w.idf, count(*) AS tf FROM w CROSS JOIN {FTS}_instance i ON i.term = w.term
-      GROUP BY i.doc, w.term)
-SELECT e.id, sum(f.idf * f.tf * {K1 + 1} / (f.tf + {K1} * {LENGTH_NORM})) AS s
-FROM f CROSS JOIN documents_indexentry e ON e.id = f.id {JOIN_DOCUMENT}
-WHERE {{where}} GROUP BY e.id ORDER BY s DESC, e.id LIMIT %s
+f AS (SELECT e.id, e.version_id, w.term, w.idf, count(*) AS tf,
+             sum(i.offset < {term_count("v.search_title")}) AS title_tf, {term_count("e.search_text")} AS len
+      FROM w CROSS JOIN {FTS}_instance i ON i.term = w.term
+      CROSS JOIN documents_indexentry e ON e.id = i.doc
+      CROSS JOIN documents_documentversion v ON v.id = e.version_id {JOIN_DOCUMENT}
+      WHERE {{where}} GROUP BY e.id, w.term),
+c AS (SELECT f.id, f.version_id, sum(f.idf * f.tf * {K1 + 1} / (f.tf + {K1} * {LENGTH_NORM})) AS s
+      FROM f GROUP BY f.id),
+g AS (SELECT f.version_id, f.term, min(f.idf) AS idf, sum(f.tf) AS tf, count(*) AS n,
+             max(f.title_tf) AS title_tf
+      FROM f GROUP BY f.version_id, f.term),
+p AS (SELECT g.version_id, sum({page_bm25("g.idf", "g.tf", "g.n", "g.title_tf")}) AS s
+      FROM g CROSS JOIN documents_documentversion v ON v.id = g.version_id GROUP BY g.version_id)
+SELECT c.id, {1 - PAGE_WEIGHT} * c.s + {PAGE_WEIGHT} * p.s AS s FROM c JOIN p ON p.version_id = c.version_id
+ORDER BY s DESC, c.id LIMIT %s
 """
 
 
@@ -97,5 +118,6 @@ def lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
     where, params = backends.scope_sql(scope)
     sql = RANK_SQL.format(values=", ".join(["(%s, %s)"] * len(scoring)), where=where)
     weights = [(tenant_term(scope.tenant_id, t), w) for t, w in scoring]
-    rows = backends.fetch(sql, [*(v for pair in weights for v in pair), average_length, *params, limit])
+    page = backends.average_page(scope.tenant_id)
+    rows = backends.fetch(sql, [*(v for pair in weights for v in pair), *params, average_length, page, limit])
     return [(int(i), float(s)) for i, s in rows]

@@ -17,6 +17,7 @@ from documents.bulk_insert import insert_rows
 from documents.causes import EMPTY_INPUT, INDEX_WRITE_FAILED
 from documents.engines.chunking import embedded_text
 from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
+from documents.retrieval.index import record_version
 from documents.retrieval.text import query_tokens, search_text
 from documents.search import search
 from documents.stages.common import version_of
@@ -88,6 +89,9 @@ def copy_batch(version: DocumentVersion, batch: int, first: int, end: int) -> No
         for pk, ordinal, text in chunks
     ]
     insert_rows(IndexEntry, ENTRY_FIELDS, rows, skip_existing=True)
+    # The words every entry's search text opens with (its title, as ``embedded_text`` puts it),
+    # and the version's words with them counted once: the full-text ranking's page.
+    record_version(version.pk, search_text(embedded_text(title, "")))
 
 
 def probe(ctx: StageContext) -> None:

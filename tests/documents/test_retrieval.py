@@ -4,11 +4,12 @@ filters inside the query, the probe, and the one removal path taking the full-te
 
 from __future__ import annotations
 
-import math
 import os
+from collections import Counter
 from io import StringIO
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -16,9 +17,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from documents.causes import INDEX_WRITE_FAILED
-from documents.models import ChunkVector, DocumentVersion, IndexEntry
+from documents.models import ChunkVector, Document, DocumentVersion, IndexEntry
 from documents.retrieval import pgvector
-from documents.retrieval.backends import Scope
+from documents.retrieval.backends import K1, PAGE_B, PAGE_WEIGHT, B, Scope, scoring_terms
 from documents.retrieval.index import search_index
 from documents.retrieval.schema import FTS
 from documents.retrieval.sqlite_fts import tenant_counts, tenant_term
@@ -126,23 +127,40 @@ DISMISSAL = "被公司辞退能拿多少赔偿"
 
 
 def bm25(tenant, tokens: list[str]) -> dict[int, float]:
-    """Okapi BM25 (k1 1.2, b 0: no length norm, the idf that never goes negative) of the
-    tenant's entries for ``tokens``, computed here from their search texts, on the terms in at
-    most a fifth of them (all the query's terms the tenant holds when none is that rare)."""
-    entries = {e.pk: e.search_text.split() for e in IndexEntry.objects.filter(tenant=tenant)}
-    n = len(entries)
-    df = {t: sum(t in words for words in entries.values()) for t in tokens}
-    present = [t for t in tokens if df[t]]
-    terms = [t for t in present if df[t] <= 0.2 * n] or present
-    scores = {}
-    for pk, words in entries.items():
-        score = 0.0
-        for t in terms:
-            tf = words.count(t)
-            idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-            score += idf * tf * 2.2 / (tf + 1.2)
-        if score:
-            scores[pk] = score
+    """The full-text score of the tenant's published entries for ``tokens``, computed here from
+    their search texts: half of each chunk's Okapi BM25 (k1 1.2, b 0: no length norm, the idf
+    that never goes negative) and half of its version's over its matching chunks' summed counts
+    with its title counted once (b 0.75 over its words, title once, against the average
+    published version), on the terms in at most a fifth of the entries (all the query's terms
+    the tenant holds when none is that rare: ``scoring_terms``)."""
+    entries = list(IndexEntry.objects.filter(tenant=tenant).values_list("id", "version_id", "search_text"))
+    words = {i: Counter(text.split()) for i, _, text in entries}
+    df = Counter(t for counts in words.values() for t in counts)
+    average = sum(c.total() for c in words.values()) / len(entries)
+    published = DocumentVersion.objects.filter(pk__in=Document.objects.values("published_version_id"))
+    pages = {v.pk: v for v in published.filter(document__tenant=tenant)}
+    length = {pk: v.search_terms or 0 for pk, v in pages.items()}
+    average_page = sum(length.values()) / len(pages)
+    scoring = scoring_terms(len(entries), dict(df), tokens)
+    chunk: dict[int, float] = {}
+    summed: dict[Any, Counter[str]] = {}
+    holding: dict[Any, Counter[str]] = {}
+    for i, version, _ in entries:
+        found = {t: words[i][t] for t, _ in scoring if words[i][t]}
+        if version not in pages or not found:
+            continue
+        norm = K1 * (1 - B + B * words[i].total() / average)
+        chunk[i] = sum(w * found[t] * (K1 + 1) / (found[t] + norm) for t, w in scoring if t in found)
+        summed.setdefault(version, Counter()).update(found)
+        holding.setdefault(version, Counter()).update(found.keys())
+    page: dict[Any, float] = {}
+    for version, tf in summed.items():
+        title = Counter(pages[version].search_title.split())
+        norm = K1 * (1 - PAGE_B + PAGE_B * length[version] / average_page)
+        once = {t: tf[t] - (holding[version][t] - 1) * title[t] for t in tf}
+        page[version] = sum(w * once[t] * (K1 + 1) / (once[t] + norm) for t, w in scoring if once.get(t))
+    version_of = {i: version for i, version, _ in entries}
+    scores = {i: (1 - PAGE_WEIGHT) * s + PAGE_WEIGHT * page[version_of[i]] for i, s in chunk.items()}
     return scores
 
 
