@@ -30,7 +30,8 @@ TEXT = "\n\n".join(
 )
 
 # The job's statements from its claim to the task's last look for it, as the worker sends them,
-# BEGIN and COMMIT included (7 transactions). Where they go on PostgreSQL:
+# BEGIN and COMMIT included (7 transactions). Where they go on PostgreSQL (the suite's server,
+# without pgvector: the probe's meaning search goes by sign codes):
 #   claim       7  the job; the tenant's running quota (its limit, the advisory lock, the count);
 #                  the compare-and-set with its event and stage run
 #   parsing     7  the version with its document and tenant (once for the whole task); the
