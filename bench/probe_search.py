@@ -67,7 +67,7 @@ def child(entries: int, rounds: int) -> dict[str, Any]:
     version = DocumentVersion.objects.get(job_id=job)
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
-    ctx: Any = SimpleNamespace(input={"version_id": str(version.pk)})
+    ctx: Any = SimpleNamespace(input={"version_id": str(version.pk)}, shared={})
     new = backends.version_lexical
 
     def use(path: str) -> None:

@@ -3,7 +3,6 @@ private temp directory."""
 
 from __future__ import annotations
 
-import math
 import shutil
 import tempfile
 import threading
@@ -46,7 +45,6 @@ class StageContext:
         self.handler_thread = threading.get_ident()
         self._last_progress = time.monotonic()
         self._last_progress_write = 0.0
-        self._last_event = -math.inf
         self._temp_dir: Path | None = None
 
     # --- what the handler reads ---------------------------------------------------------------
@@ -70,6 +68,13 @@ class StageContext:
     @property
     def attempt(self) -> int:
         return self.claim.job.attempt
+
+    @property
+    def shared(self) -> dict[str, Any]:
+        """What the handlers of the stages this task runs in a row read once and share (the
+        subject's rows, say): kept from one stage to the next the same task continues, empty
+        for a claim taken from the queue, so nothing here outlives the task."""
+        return self.claim.shared
 
     @property
     def temp_dir(self) -> Path:
@@ -116,8 +121,9 @@ class StageContext:
         self, checkpoint: dict[str, Any] | None = None, *, done: int | None = None, total: int | None = None
     ) -> Iterator[None]:
         """A fenced transaction for a batch of outputs; ``checkpoint`` commits with them, and so
-        does the progress ``done`` of ``total`` when given (throttled as :meth:`progress`; no
-        transaction of its own, and one statement with the checkpoint).
+        does the progress ``done`` of ``total`` when given (throttled as :meth:`progress`). The
+        checkpoint and progress are one UPDATE under the lease, the transaction's first
+        statement: it is also the lease check and takes the job row's lock before any output.
 
         Output rows and the checkpoint that says they exist commit together, so a resume never
         skips work that was not saved nor redoes work that was. A worker that is shutting down
@@ -125,14 +131,16 @@ class StageContext:
         safe point: nothing done is thrown away).
         """
         self._check_interrupts()
-        with worker_services.fenced(job_id=self.job_id, token=self.token):
+        now = time.monotonic()
+        report = (
+            self._report_of(now, done, total) if done is not None and self._report_due(done, total) else None
+        )
+        with worker_services.fenced(
+            job_id=self.job_id, token=self.token, checkpoint=checkpoint, report=report
+        ) as recorded:
             yield
-            if done is not None and self._report_due(done, total):
-                self._report(done, total, checkpoint)
-            elif checkpoint is not None:
-                worker_services.job_save_checkpoint(
-                    job_id=self.job_id, token=self.token, checkpoint=checkpoint
-                )
+        if recorded is not None:
+            self._reported(now, recorded)
         if checkpoint is not None:
             self._saved(checkpoint)
         self.touch()
@@ -143,21 +151,27 @@ class StageContext:
         final = total is not None and done >= total
         return final or time.monotonic() - self._last_progress_write >= settings.JOBS_PROGRESS_WRITE_SECONDS
 
-    def _report(self, done: int, total: int | None, checkpoint: dict[str, Any] | None = None) -> None:
-        now = time.monotonic()
-        self._last_progress_write = now
-        recorded = worker_services.job_report_progress(
-            job_id=self.job_id,
-            token=self.token,
+    def _report_of(self, now: float, done: int, total: int | None) -> worker_services.Report:
+        return worker_services.Report(
             done=done,
             total=total,
             stage=(self.pipeline.kind, self.stage.name),
-            checkpoint=checkpoint,
-            # This worker appended the last progress event itself: none is due before then.
-            event=now - self._last_event >= settings.JOBS_PROGRESS_EVENT_SECONDS,
+            # This worker appended the last progress event itself (in this stage or an earlier
+            # one of the same task): none is due before then.
+            event=now - self.claim.last_event >= settings.JOBS_PROGRESS_EVENT_SECONDS,
         )
+
+    def _report(self, done: int, total: int | None) -> None:
+        now = time.monotonic()
+        report = self._report_of(now, done, total)
+        self._reported(
+            now, worker_services.job_report_progress(job_id=self.job_id, token=self.token, **report._asdict())
+        )
+
+    def _reported(self, now: float, recorded: worker_services.Recorded) -> None:
+        self._last_progress_write = now
         if recorded.event:
-            self._last_event = now
+            self.claim.last_event = now
 
     def _saved(self, checkpoint: dict[str, Any]) -> None:
         self.checkpoint = dict(checkpoint)

@@ -27,21 +27,6 @@ def relaxes_commits() -> bool:
     return connection.vendor == "postgresql" and settings.JOBS_RELAXED_COMMIT
 
 
-def relax_commit() -> None:
-    """Let the current transaction commit without waiting for its WAL flush.
-
-    Call it inside ``transaction.atomic()``; ``SET LOCAL`` ends with the transaction, so the
-    connection's next transaction is durable again. A no-op on SQLite or when
-    ``JOBS_RELAXED_COMMIT`` is off.
-    """
-    if not relaxes_commits():
-        return
-    if not connection.in_atomic_block:  # outside a transaction SET LOCAL would only warn
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL synchronous_commit = off")
-
-
 def hold_lease_relaxed(job_id: Any, token: str) -> bool | None:
     """Lock the job row (FOR NO KEY UPDATE) while ``token`` is its lease and relax this
     transaction's commit, in one statement; ``None`` where that does not apply (SQLite, the

@@ -131,11 +131,15 @@ def tenant_embedder_name(tenant: Tenant) -> str:
 
 def tenant_embedders(tenant: Tenant) -> list[Embedder]:
     """What a new version is embedded with: the active embedder and, during a re-index, the
-    target (read fresh: a re-index may have started since ``tenant`` was loaded)."""
+    target (both read fresh: a re-index may have started or switched since ``tenant`` was
+    loaded)."""
     from documents.models import Tenant
 
+    # Both names in one read: a worker's copy of the tenant may be older than a re-index's switch.
+    tenant.active_embedder, target = Tenant.objects.values_list("active_embedder", "target_embedder").get(
+        pk=tenant.pk
+    )
     active = embedder_for(tenant_embedder_name(tenant))
-    target = Tenant.objects.values_list("target_embedder", flat=True).get(pk=tenant.pk)
     if target and target != active.name:
         return [active, embedder_for(target)]
     return [active]

@@ -17,7 +17,7 @@ from documents.causes import EMPTY_INPUT, TOO_MANY_CHUNKS
 from documents.embedders import tenant_embedders
 from documents.embedders.base import Embedder
 from documents.engines.chunking import CHUNKING_SCHEME, Block, ChunkInputPage, chunk_for_model
-from documents.models import Chunk, Document, DocumentVersion, Page
+from documents.models import Chunk, DocumentVersion, Page
 from documents.services.dedup import copy_chunks, source_of
 from documents.stages.common import version_of
 from jobs.context import StageContext
@@ -90,9 +90,7 @@ def run(ctx: StageContext) -> None:
                 copy_chunks(source, version)
                 DocumentVersion.objects.filter(pk=version.pk).update(chunking=source.chunking)
             return
-    strategy, title = (
-        Document.objects.filter(pk=version.document_id).values_list("chunking_strategy", "title").get()
-    )
+    strategy, title = version.document.chunking_strategy, version.document.title
     target, maximum, overlap = chunk_sizes(strategy)
     # The tokens of the embedder with the smallest window (two while a re-index runs).
     embedder = min(tenant_embedders(version.document.tenant), key=lambda e: e.window)

@@ -14,7 +14,16 @@ from jobs.errors import StageFailure
 
 
 def version_of(ctx: StageContext) -> DocumentVersion:
-    return DocumentVersion.objects.select_related("document").get(pk=ctx.input["version_id"])
+    """The job's version with its document and tenant, read once for the stages one task runs
+    in a row (``ctx.shared``). What they read of it does not change while the job runs, or is
+    read fresh where it may (the tenant's embedders: ``tenant_embedders``), and every write
+    stays fenced by the lease."""
+    version = ctx.shared.get("version")
+    if version is None:
+        version = DocumentVersion.objects.select_related("document__tenant").get(pk=ctx.input["version_id"])
+        ctx.shared["version"] = version
+    assert isinstance(version, DocumentVersion)
+    return version
 
 
 def local_file(ctx: StageContext, version: DocumentVersion) -> Path:

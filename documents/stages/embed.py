@@ -48,7 +48,8 @@ def run(ctx: StageContext) -> None:
                 copy_vectors(source, version, embedder.name)
         return
     start = int(ctx.checkpoint.get("next_batch", 0))
-    ctx.progress(start, batches)
+    if batches - start > 1:  # the total shown before the first batch; one batch reports it at once
+        ctx.progress(start, batches)
     for batch in range(start, batches):
         ctx.check()
         part = chunks[batch * size : (batch + 1) * size]

@@ -8,6 +8,7 @@ per batch (not per page) keeps the sandbox's cost per page small.
 from __future__ import annotations
 
 from django.conf import settings
+from django.db.models import Q
 
 from documents.bulk_insert import insert_rows
 from documents.causes import EMPTY_INPUT
@@ -60,11 +61,16 @@ def run(ctx: StageContext) -> None:
             break
     if written != total:  # an empty file, or a resume at the end: the stage's end still counts
         ctx.progress(total, total)
-    pages_written = Page.objects.filter(version=version)
-    needs_ocr = pages_written.filter(needs_ocr=True).exists()
-    if not needs_ocr:
-        if not pages_written.exclude(text="").exists():
-            raise StageFailure(EMPTY_INPUT.code, "no page has text and none needs OCR")
+    # One read answers both questions: a page that needs OCR comes first, then one with text.
+    first = (
+        Page.objects.filter(Q(needs_ocr=True) | ~Q(text=""), version=version)
+        .order_by("-needs_ocr")
+        .values_list("needs_ocr", flat=True)
+        .first()
+    )
+    if first is None:
+        raise StageFailure(EMPTY_INPUT.code, "no page has text and none needs OCR")
+    if not first:
         # Decided here, so the job passes over OCR in the transition that ends parsing: a text
         # PDF never shows "OCR running" before OCR turns out to have nothing to do.
         ctx.skip_following("ocr")

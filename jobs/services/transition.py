@@ -355,22 +355,34 @@ def _on_finish(job: Job) -> None:
 
 
 def update_returning(
-    where: Q, changes: dict[str, Any], returning: tuple[str, ...], *, relaxed: bool = False
+    where: Q,
+    changes: dict[str, Any],
+    returning: tuple[str, ...],
+    *,
+    relaxed: bool = False,
+    holds: tuple[str, datetime] | None = None,
 ) -> tuple[Any, ...] | None:
     """``Job.objects.filter(where).update(**changes)`` plus ``RETURNING`` (PostgreSQL and SQLite
     3.35+), which ``QuerySet.update`` does not offer: the row of the one job it matched, or None.
-    With ``relaxed``, the same statement relaxes the transaction's commit (no extra round trip)."""
+    With ``relaxed``, the same statement relaxes the transaction's commit (no extra round trip).
+    ``holds`` (a field and a time) adds, after the row, whether the field holds that time once
+    the row is updated: whether a conditional write of it took effect."""
     query = Job.objects.filter(where).query.chain(UpdateQuery)
     assert isinstance(query, UpdateQuery)
     query.add_update_values(changes)
     sql, params = query.get_compiler(connection.alias).as_sql()
     columns = ", ".join(column(Job, name) for name in returning)
+    width = len(returning)
+    if holds is not None:
+        columns += f", {column(Job, holds[0])} = %s"
+        params = (*params, connection.ops.adapt_datetimefield_value(holds[1]))
+        width += 1
     if relaxed and relaxes_commits():
         columns += f", {RELAX_EXPRESSION}"  # evaluated only for a matched row
     with connection.cursor() as cursor:
         cursor.execute(f"{sql} RETURNING {columns}", params)
         row = cursor.fetchone()
-    return None if row is None else tuple(row[: len(returning)])
+    return None if row is None else tuple(row[:width])
 
 
 def _why_not(job_id: Any, token: str | None) -> JobConflict:

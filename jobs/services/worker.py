@@ -10,6 +10,7 @@ longer the job's lease (a takeover, a cancel that finished, a reaper that stalle
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import socket
@@ -17,19 +18,19 @@ import traceback as tb_module
 import uuid
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, InterfaceError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from jobs import pipelines
 from jobs.dispatch import dispatch, dispatch_if_due
-from jobs.durability import hold_lease_relaxed, relax_commit
+from jobs.durability import hold_lease_relaxed
 from jobs.errors import (
     DATABASE_UNAVAILABLE,
     INTERNAL_ERROR,
@@ -62,11 +63,21 @@ def worker_identity() -> str:
 
 @dataclass
 class Claim:
-    """What a worker holds while it runs one stage of one job."""
+    """What a worker holds while it runs one stage of one job.
+
+    ``shared`` and ``last_event`` pass from one stage to the next that the same task runs
+    (``proceed``); a claim taken from the queue starts with neither, so nothing read here
+    outlives the task or reaches another worker. ``shared`` holds what the kind's handlers read
+    once for the whole run (the subject's rows); ``last_event`` is when (``time.monotonic``) this
+    worker last appended a progress event of the job, so no report checks for one sooner than
+    ``JOBS_PROGRESS_EVENT_SECONDS`` after it.
+    """
 
     job: Job
     token: str
     run: StageRun
+    shared: dict[str, Any] = field(default_factory=dict)
+    last_event: float = -math.inf
 
     @property
     def job_id(self) -> Any:
@@ -187,6 +198,7 @@ def job_report_progress(
     stage: tuple[str, str] | None = None,
     checkpoint: dict[str, Any] | None = None,
     event: bool = True,
+    relaxed: bool = False,
 ) -> Recorded:
     """Record ``done`` of ``total`` for the current stage; the stored progress never drops.
 
@@ -195,7 +207,13 @@ def job_report_progress(
     since every stage change issues a new one. ``checkpoint`` is saved by the same statement;
     ``event=False`` skips the event check where the caller knows none is due (it appended one
     within the interval). Inside a caller's transaction (a fenced batch of outputs) it commits
-    with that batch.
+    with that batch, relaxed where the caller says its transaction may be (``relaxed``); on its
+    own it is relaxed (a lost progress report is reported again).
+
+    One UPDATE writes the progress, takes the event's slot where it is free and returns what the
+    event records; only then is there an event to append, in the same transaction (the row's
+    lock held until commit keeps one job's events in commit order). Without an event check the
+    UPDATE is the whole report and needs no transaction of its own.
     """
     if stage is None:
         stage = Job.objects.filter(pk=job_id).values_list("kind", "stage").first()
@@ -204,63 +222,93 @@ def job_report_progress(
     kind, name = stage
     value = pipelines.get(kind).progress_at(name, done, total)
     now = timezone.now()
-    fence = Q(pk=job_id, worker_token=token, status__in=LEASED)
+    changes: dict[str, Any] = {
+        "progress": Greatest(F("progress"), value),
+        "processed": done,
+        "total": total,
+        "checkpoint": F("checkpoint") if checkpoint is None else checkpoint,
+        "updated_at": now,
+    }
+    if event:
+        window = now - timedelta(seconds=settings.JOBS_PROGRESS_EVENT_SECONDS)
+        free = Q(progress_event_at__isnull=True) | Q(progress_event_at__lte=window)
+        changes["progress_event_at"] = Case(When(free, then=Value(now)), default=F("progress_event_at"))
     own = not connection.in_atomic_block
-    with transaction.atomic() if own else nullcontext():
-        if own:
-            relax_commit()  # a lost progress report is reported again
-        updated = Job.objects.filter(fence).update(
-            progress=Greatest(F("progress"), value),
-            processed=done,
-            total=total,
-            checkpoint=F("checkpoint") if checkpoint is None else checkpoint,
-            updated_at=now,
+    with transaction.atomic() if own and event else nullcontext():
+        row = update_returning(
+            Q(pk=job_id, worker_token=token, status__in=LEASED),
+            changes,
+            EventSource._fields[1:],
+            relaxed=own or relaxed,
+            holds=("progress_event_at", now) if event else None,
         )
-        if not updated:
+        if row is None:
             raise LeaseLost(job_id=job_id)
-        if event:
-            window = now - timedelta(seconds=settings.JOBS_PROGRESS_EVENT_SECONDS)
-            due = fence & (Q(progress_event_at__isnull=True) | Q(progress_event_at__lte=window))
-            # One statement takes the event's slot and returns what the event records.
-            row = update_returning(due, {"progress_event_at": now}, EventSource._fields[1:])
-            if row is not None:
-                source = EventSource(job_id, *row)
-                append_event(source, kind=JobEvent.Kind.PROGRESS, name="progress", actor=Actor.WORKER, at=now)
-                return Recorded(source.progress, True)
+        if event and row[-1]:
+            source = EventSource(job_id, *row[:-1])
+            append_event(source, kind=JobEvent.Kind.PROGRESS, name="progress", actor=Actor.WORKER, at=now)
+            return Recorded(source.progress, True)
     return Recorded(value, False)
 
 
-def job_save_checkpoint(*, job_id: Any, token: str, checkpoint: dict[str, Any]) -> None:
-    """Save the stage's checkpoint, fenced by the lease."""
-    updated = Job.objects.filter(pk=job_id, worker_token=token, status__in=LEASED).update(
-        checkpoint=checkpoint, updated_at=timezone.now()
-    )
-    if not updated:
+def job_save_checkpoint(
+    *, job_id: Any, token: str, checkpoint: dict[str, Any], relaxed: bool = False
+) -> None:
+    """Save the stage's checkpoint, fenced by the lease; ``relaxed`` as for a progress report."""
+    fence = Q(pk=job_id, worker_token=token, status__in=LEASED)
+    changes = {"checkpoint": checkpoint, "updated_at": timezone.now()}
+    if update_returning(fence, changes, ("pk",), relaxed=relaxed) is None:
         raise LeaseLost(job_id=job_id)
 
 
+class Report(NamedTuple):
+    """A progress report a fenced batch makes (see :func:`job_report_progress`)."""
+
+    done: int
+    total: int | None
+    stage: tuple[str, str]
+    event: bool
+
+
 @contextmanager
-def fenced(*, job_id: Any, token: str) -> Iterator[None]:
-    """A transaction for a batch of stage outputs that first verifies the lease.
+def fenced(
+    *,
+    job_id: Any,
+    token: str,
+    checkpoint: dict[str, Any] | None = None,
+    report: Report | None = None,
+) -> Iterator[Recorded | None]:
+    """A transaction for a batch of stage outputs that first verifies the lease; ``checkpoint``
+    and the progress ``report`` commit with the outputs. Yields what the report recorded.
 
     The job row is locked (FOR NO KEY UPDATE) before any output is written, so a takeover
     waits for this batch to commit and a zombie worker cannot add rows after it: once the
-    takeover commits, this check matches nothing. On SQLite the IMMEDIATE write lock taken at
-    BEGIN serialises the same way.
+    takeover commits, this check matches nothing. A batch with a checkpoint or a report takes
+    that lock with their UPDATE under the lease, as its first statement (an UPDATE that changes
+    no key takes the same row lock); one with neither takes it with a lock of its own. On
+    SQLite the IMMEDIATE write lock taken at BEGIN serialises the same way.
     """
     with transaction.atomic():
         # Keyed outputs and their checkpoint: a batch lost with its commit is redone on resume,
         # so on PostgreSQL the lease check also relaxes the commit (jobs/durability.py).
-        held = hold_lease_relaxed(job_id, token)
-        if held is None:
-            held = bool(
-                Job.objects.select_for_update(no_key=True)
-                .filter(pk=job_id, worker_token=token, status__in=LEASED)
-                .values_list("pk", flat=True)
+        recorded = None
+        if report is not None:
+            recorded = job_report_progress(
+                job_id=job_id, token=token, checkpoint=checkpoint, relaxed=True, **report._asdict()
             )
-        if not held:
-            raise LeaseLost(job_id=job_id)
-        yield
+        elif checkpoint is not None:
+            job_save_checkpoint(job_id=job_id, token=token, checkpoint=checkpoint, relaxed=True)
+        else:
+            held = hold_lease_relaxed(job_id, token)
+            if held is None:
+                held = bool(
+                    Job.objects.select_for_update(no_key=True)
+                    .filter(pk=job_id, worker_token=token, status__in=LEASED)
+                    .values_list("pk", flat=True)
+                )
+            if not held:
+                raise LeaseLost(job_id=job_id)
+        yield recorded
 
 
 def _finish_run(claim: Claim, outcome: str, **detail: Any) -> None:
@@ -363,7 +411,7 @@ def job_complete_stage(
         start_run=(start := RunStart(token, worker)),
     )
     assert start.run is not None
-    return Claim(job=job, token=token, run=start.run)
+    return Claim(job=job, token=token, run=start.run, shared=claim.shared, last_event=claim.last_event)
 
 
 def job_fail_stage(*, claim: Claim, error: BaseException, rng: random.Random | None = None) -> Job:

@@ -79,7 +79,7 @@ def test_the_probe_reads_past_a_page_of_chunks_without_a_searchable_word(monkeyp
     # The first page of chunks (2 at a time here) has nothing a query could look up.
     monkeypatch.setattr(index_stage, "PROBE_PAGE", 2)
     Chunk.objects.filter(version=version, ordinal__lt=3).update(text="-- ... --")
-    ctx = SimpleNamespace(input={"version_id": str(version.pk)})
+    ctx = SimpleNamespace(input={"version_id": str(version.pk)}, shared={})
     index_stage.probe(ctx)  # the phrase of chunk 3 finds the version: it passes
     Chunk.objects.filter(version=version).update(text="-- ... --")
     with pytest.raises(StageFailure) as failure:

@@ -68,7 +68,7 @@ def test_the_probe_reads_only_its_own_versions_entries_in_a_large_tenant() -> No
     own = IndexEntry.objects.filter(version=version).count()
     assert 1 < own <= 5
 
-    ctx: Any = SimpleNamespace(input={"version_id": str(version.pk)})
+    ctx: Any = SimpleNamespace(input={"version_id": str(version.pk)}, shared={})
     with CaptureQueriesContext(connection) as queries:
         probe(ctx)  # raises if it finds nothing
     [ranking] = [q["sql"] for q in queries.captured_queries if "ts_rank_cd" in q["sql"]]

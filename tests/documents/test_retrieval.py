@@ -199,7 +199,7 @@ def test_document_ids_and_where_fragments_run_inside_the_query_so_k_is_kept(libr
 
 
 def test_the_probe_fails_a_version_whose_index_rows_are_missing(library):
-    ctx = SimpleNamespace(input={"version_id": str(library.long.pk)})
+    ctx = SimpleNamespace(input={"version_id": str(library.long.pk)}, shared={})
     probe(ctx)  # the rows are there: it passes
     IndexEntry.objects.filter(version=library.long).delete()
     with pytest.raises(StageFailure) as failure:

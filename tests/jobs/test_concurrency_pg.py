@@ -17,6 +17,7 @@ from jobs.models import Job, JobEvent, StageRun, Status
 from jobs.services.lifecycle import job_cancel, job_take_over
 from jobs.services.reaper import reap
 from jobs.services.worker import (
+    Report,
     fenced,
     job_claim,
     job_complete_stage,
@@ -27,8 +28,21 @@ from jobs.services.worker import (
 from tests.conftest import race
 from tests.jobs.helpers import new_job, reload, running
 from tests.testapp.models import Output
+from tests.testapp.pipelines import KIND
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+# The ways a fenced batch takes the job row's lock before its outputs: a lock of its own, or the
+# UPDATE under the lease that saves its checkpoint, or its checkpoint and progress.
+BATCHES = {
+    "lock": {},
+    "checkpoint": {"checkpoint": {"next": 1}},
+    "checkpoint and progress": {
+        "checkpoint": {"next": 1},
+        "report": Report(done=1, total=2, stage=(KIND, "prepare"), event=True),
+    },
+}
+batches = pytest.mark.parametrize("batch", BATCHES.values(), ids=BATCHES.keys())
 
 
 def test_many_claimers_exactly_one_winner():
@@ -42,7 +56,8 @@ def test_many_claimers_exactly_one_winner():
         assert JobEvent.objects.filter(job=job, name="claim").count() == 1
 
 
-def test_a_taken_over_worker_cannot_heartbeat_report_write_or_complete():
+@batches
+def test_a_taken_over_worker_cannot_heartbeat_report_write_or_complete(batch):
     zombie = running(worker="zombie")
     reap(now=timezone.now() + timedelta(minutes=5))  # prepare is not resumable: left stalled
     job = reload(zombie)
@@ -56,17 +71,19 @@ def test_a_taken_over_worker_cannot_heartbeat_report_write_or_complete():
         job_report_progress(job_id=job.pk, token=zombie.token, done=1, total=2)
     with pytest.raises(LeaseLost):
         job_save_checkpoint(job_id=job.pk, token=zombie.token, checkpoint={"next": 99})
-    with pytest.raises(LeaseLost), fenced(job_id=job.pk, token=zombie.token):
+    with pytest.raises(LeaseLost), fenced(job_id=job.pk, token=zombie.token, **batch):
         Output.objects.create(job_id=job.pk, key="zombie", worker_token=zombie.token)
     with pytest.raises(JobConflict):
         job_complete_stage(claim=zombie)
 
     job = reload(job)
     assert (job.status, job.worker_token, job.checkpoint) == ("running", successor.token, {})
+    assert (job.processed, job.total) == (None, None)
     assert not Output.objects.filter(job_id=job.pk).exists()
 
 
-def test_a_stalled_jobs_zombie_cannot_open_a_fenced_batch_around_a_takeover():
+@batches
+def test_a_stalled_jobs_zombie_cannot_open_a_fenced_batch_around_a_takeover(batch):
     zombie = running(worker="zombie")
     reap(now=timezone.now() + timedelta(minutes=5))
     job = reload(zombie)
@@ -75,7 +92,7 @@ def test_a_stalled_jobs_zombie_cannot_open_a_fenced_batch_around_a_takeover():
     order: list[str] = []
 
     def zombie_writes() -> None:
-        with fenced(job_id=job.pk, token=zombie.token):
+        with fenced(job_id=job.pk, token=zombie.token, **batch):
             in_batch.set()
             release.wait(5)
             Output.objects.create(job_id=job.pk, key="before-takeover", worker_token=zombie.token)
@@ -94,13 +111,14 @@ def test_a_stalled_jobs_zombie_cannot_open_a_fenced_batch_around_a_takeover():
     assert not Output.objects.filter(job_id=job.pk).exists()
 
 
-def test_a_cancel_waits_for_a_running_workers_fenced_batch_to_commit():
+@batches
+def test_a_cancel_waits_for_a_running_workers_fenced_batch_to_commit(batch):
     claim = running(worker="slow")
     in_batch = threading.Event()
     order: list[str] = []
 
     def worker_batch() -> None:
-        with fenced(job_id=claim.job_id, token=claim.token):
+        with fenced(job_id=claim.job_id, token=claim.token, **batch):
             in_batch.set()
             threading.Event().wait(0.5)  # the takeover is blocked meanwhile
             Output.objects.create(job_id=claim.job_id, key="batch", worker_token=claim.token)
@@ -114,6 +132,10 @@ def test_a_cancel_waits_for_a_running_workers_fenced_batch_to_commit():
     results = race([worker_batch, cancel])
     assert results == [None, None]
     assert order == ["batch", "cancel"]
+    job = reload(claim)
+    assert job.status == Status.CANCEL_REQUESTED
+    assert job.checkpoint == batch.get("checkpoint", {})
+    assert Output.objects.filter(job_id=claim.job_id, key="batch").exists()
 
 
 def test_cancel_racing_completion_ends_in_exactly_one_state():

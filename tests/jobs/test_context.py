@@ -49,9 +49,11 @@ def test_a_batch_commits_its_outputs_checkpoint_and_progress_in_one_transaction(
     assert job.progress == ctx.pipeline.progress_at(ctx.stage.name, 2, 4) > before
     event = JobEvent.objects.filter(job=job, kind="progress").get()
     assert (event.processed, event.total, event.progress, event.stage) == (2, 4, job.progress, job.stage)
-    # The lease check, the output, checkpoint and progress in one UPDATE, the event's slot and the
-    # event: no transaction of the report's own, no read of the job's kind and stage.
-    assert len(statements) == 5, [sql[:60] for sql in statements]
+    # Checkpoint, progress and the event's slot in one UPDATE under the lease (which is also the
+    # lease check and takes the row's lock before the output), the event, the output: no
+    # transaction of the report's own, no read of the job's kind and stage.
+    assert len(statements) == 3, [sql[:60] for sql in statements]
+    assert statements[0].startswith('UPDATE "jobs_job"') and "testapp_output" in statements[-1]
 
 
 def test_batches_in_quick_succession_throttle_their_progress_but_never_the_last(settings):
@@ -59,11 +61,11 @@ def test_batches_in_quick_succession_throttle_their_progress_but_never_the_last(
     ctx = context()
     statements_of(batch(ctx, 1))
     # Within JOBS_PROGRESS_WRITE_SECONDS: the checkpoint is saved, the progress waits.
-    assert len(statements_of(batch(ctx, 2))) == 3  # lease check, output, checkpoint
+    assert len(statements_of(batch(ctx, 2))) == 2  # the checkpoint under the lease, the output
     job = reload(ctx.claim)
     assert (job.checkpoint, job.processed) == ({"next": 2}, 1)
     # The last unit is always written; no event check while this worker's last event is recent.
-    assert len(statements_of(batch(ctx, 4))) == 3  # lease check, output, checkpoint and progress
+    assert len(statements_of(batch(ctx, 4))) == 2  # checkpoint and progress under the lease, output
     job = reload(ctx.claim)
     assert (job.checkpoint, job.processed, job.total) == ({"next": 4}, 4, 4)
     assert job.progress == ctx.pipeline.progress_at(ctx.stage.name, 4, 4)
