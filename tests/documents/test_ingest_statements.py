@@ -42,20 +42,24 @@ TEXT = "\n\n".join(
 #                  pages; checkpoint and progress; the old chunks, the chunks, the chunking record
 #   embedding   7  the move; the chunks; the embedders; checkpoint and progress; the vectors (one
 #                  batch: no report of the total before it)
-#   indexing   21  the move; the embedders and the counts of chunks and vectors; the ordinals;
-#                  checkpoint and progress; the vectors and chunks, the entries; the probe: the
-#                  first chunks and the search (9, one transaction of its own)
+#   indexing   23  the move; the embedders and the counts of chunks and vectors; the ordinals;
+#                  checkpoint and progress; the vectors and chunks, the entries; the version's
+#                  title words and length (the page score counts the title once); the probe: the
+#                  first chunks and the search (10 with the tenant's average page, one transaction
+#                  of its own)
 #   publish    14  the compare-and-set; the finish hooks (the version for the webhook, its
 #                  endpoints, the batch); the publish hook (the version, the document and tenant
 #                  locked, the vectors twice, two UPDATEs); the tenant's next job
 #   afterwards  2  the task's last look for the job, and this test's reload of it
 # Before (90), the stages read the version 5 times and the tenant's row 4 times, every progress
 # report took the event's slot in an UPDATE of its own, every batch locked the row before its
-# checkpoint's UPDATE, and the embedding stage reported its total in a transaction of its own.
-POSTGRES_STATEMENTS = 67
+# checkpoint's UPDATE, and the embedding stage reported its total in a transaction of its own;
+# the page score's title and average page then added two (67 -> 69).
+POSTGRES_STATEMENTS = 69
 # SQLite: the same reads and writes, no advisory lock, the stage moves' run and timing writes as
-# statements of their own, and its own full-text and vector statements (108 before).
-SQLITE_STATEMENTS = 86
+# statements of their own, and its own full-text and vector statements (108 before; 86 before the
+# page score's two).
+SQLITE_STATEMENTS = 88
 
 
 @pytest.fixture(autouse=True)
