@@ -323,7 +323,7 @@ def report(
                     common.Verdict(
                         f"{run['label']} {mode} {lang} MRR@10 vs BM25{extra}",
                         row[lang]["mrr@10"],
-                        round(target, 3),
+                        target,
                         True,
                     )
                 )
