@@ -45,7 +45,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,27 +154,32 @@ def _worker(texts: list[str], runs: int, barrier: Any, queue: Any) -> None:
     queue.put(found["seconds"])
 
 
-def two_processes(texts: list[str], runs: int) -> dict[str, Any]:
-    """Two worker processes, one thread each, both embedding every chunk, slice by slice in
-    step (a barrier starts each slice in both); a slice's time is the slower worker's."""
+def in_step(worker: Any, texts: list[str], runs: int, names: Sequence[str]) -> dict[str, list[float]]:
+    """Two ``worker`` processes, one thread each, both embedding every chunk, slice by slice in
+    step (a barrier starts each slice in both): each name's wall time per pass, a slice's time
+    being the slower worker's."""
     import multiprocessing
 
     spawn = multiprocessing.get_context("spawn")
     barrier, queue = spawn.Barrier(2), spawn.Queue()
-    workers = [spawn.Process(target=_worker, args=(texts, runs, barrier, queue)) for _ in range(2)]
-    for worker in workers:
-        worker.start()
+    workers = [spawn.Process(target=worker, args=(texts, runs, barrier, queue)) for _ in range(2)]
+    for process in workers:
+        process.start()
     first, second = (queue.get(timeout=7200) for _ in workers)
-    for worker in workers:
-        worker.join()
-    walls = {
+    for process in workers:
+        process.join()
+    return {
         r: [
             sum(max(a, b) for a, b in zip(p, q, strict=True))
             for p, q in zip(first[r], second[r], strict=True)
         ]
-        for r in RUNTIMES
+        for r in names
     }
-    result = summary(2 * len(texts), walls)
+
+
+def two_processes(texts: list[str], runs: int) -> dict[str, Any]:
+    """The runtimes in two processes in step (``in_step``)."""
+    result = summary(2 * len(texts), in_step(_worker, texts, runs, RUNTIMES))
     for run in range(runs):
         say(
             f"  pass {run + 1}: " + ", ".join(f"{r} {result['rates'][r][run]:.1f} chunks/s" for r in RUNTIMES)
@@ -305,8 +310,6 @@ def _e5_worker(texts: list[str], runs: int, barrier: Any, queue: Any) -> None:
 def e5_speed(texts: list[str], runs: int, report: Any) -> None:
     """chunks/s of the three on the same chunks, alternated every slice, in one process and in
     two; cosine and token counts of e5 onnx against the engine over every chunk."""
-    import multiprocessing
-
     embedders = e5_embedders()
     common.header(f"one thread, one process ({runs} passes, alternated every {SLICE} chunks)")
     say(f"load before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -322,21 +325,8 @@ def e5_speed(texts: list[str], runs: int, report: Any) -> None:
     same = sum(a == embedders["e5 engine"].count_tokens(t) for a, t in zip(counts, texts, strict=True))
 
     common.header(f"two processes, one thread each ({runs} passes, alternated every {SLICE} chunks)")
-    spawn = multiprocessing.get_context("spawn")
-    barrier, queue = spawn.Barrier(2), spawn.Queue()
-    workers = [spawn.Process(target=_e5_worker, args=(texts, runs, barrier, queue)) for _ in range(2)]
-    for worker in workers:
-        worker.start()
-    first, second = (queue.get(timeout=7200) for _ in workers)
-    for worker in workers:
-        worker.join()
-    pair = {
-        r: [
-            2 * len(texts) / sum(max(a, b) for a, b in zip(p, q, strict=True))
-            for p, q in zip(first[r], second[r], strict=True)
-        ]
-        for r in E5_EMBEDDERS
-    }
+    walls = in_step(_e5_worker, texts, runs, E5_EMBEDDERS)
+    pair = {r: [2 * len(texts) / wall for wall in walls[r]] for r in E5_EMBEDDERS}
     for run in range(runs):
         say(f"  pass {run + 1}: " + ", ".join(f"{r} {pair[r][run]:.2f} chunks/s" for r in E5_EMBEDDERS))
     say(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
