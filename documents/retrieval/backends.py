@@ -60,13 +60,14 @@ PAGE_WEIGHT = 0.5
 PAGE_B = 0.75
 
 
-def page_bm25(idf: str, tf: str, entries: str, title_tf: str) -> str:
+def page_bm25(idf: str, tf: str, entries: str, title_tf: str, words: str = "v.search_terms") -> str:
     """SQL for a version's BM25 share of one term, the same on both databases: ``tf`` its
     matching entries' frequencies summed, ``entries`` how many of them hold the term, ``title_tf``
     the title's frequency (each of those entries opens with the title: it counts once, not once
-    per entry); ``v`` is the version's row, the parameter the tenant's average page."""
+    per entry), ``words`` the version's ``search_terms``; the parameter is the tenant's average
+    page."""
     page_tf = f"({tf} - ({entries} - 1) * {title_tf})"
-    norm = f"{K1} * ({1 - PAGE_B} + {PAGE_B} * coalesce(v.search_terms / nullif(%s, 0), 1.0))"
+    norm = f"{K1} * ({1 - PAGE_B} + {PAGE_B} * coalesce({words} / nullif(%s, 0), 1.0))"
     return f"{idf} * {page_tf} * {K1 + 1} / ({page_tf} + {norm})"
 
 
@@ -228,32 +229,46 @@ def common_terms() -> dict[str, float]:
     return cached[1]
 
 
-# Each candidate's length (c: OFFSET 0 keeps it whole, so the length is ranked once a candidate,
-# not once a term), its frequency of each selecting term (t: MATERIALIZED, each computed once,
-# without copying the candidates' tsvectors), beside it what its version's candidates hold of that
-# term (u: the frequencies summed and the candidates holding it, as window sums over the version
-# and term), then per candidate its BM25 and its version's (``page_bm25``, the title's frequency
-# read from the version's ``search_title``). No join of one candidate list with another: the
-# planner takes such lists for a row each, and a nested loop of the candidates with their versions'
-# sums grew with the square of the candidates (5.6 s at 2,000 candidates of one rare term, 1M
-# chunks). w holds each term's query, idf and place; the parameters are the selecting query, the
-# tenant's average length, its average page and the limit.
+# Each candidate with its version's length and title (c: one read of the version's row a
+# candidate, OFFSET 0 keeps it whole so that nothing below is computed more than once a candidate)
+# and, when B is not 0, its own length; its frequency of each selecting term (t: MATERIALIZED, each
+# computed once, without copying the candidates' tsvectors); beside it what its version's candidates
+# hold of that term (u: the frequencies summed and the candidates holding it, as window sums over
+# the version and term); then per candidate its BM25 and its version's (``page_bm25``). The
+# title's frequency of a term is read only where the page sum needs it: the version has more than
+# one candidate holding the term and this one holds it (each entry's search text opens with the
+# title, so an entry without the term has a title without it). No join of one candidate list with
+# another: the planner takes such lists for a row each, and a nested loop of the candidates with
+# their versions' sums grew with the square of the candidates (5.6 s at 2,000 candidates of one
+# rare term, 1M chunks). w holds each term's query, idf and place; the parameters are the
+# selecting query (when B is not 0), the tenant's average length, its average page and the limit.
 UNIT = "array[1, 1, 1, 1]::float4[]"
+# A chunk's length in words (the length norm's; with B at 0 it weighs nothing and is not read).
+LENGTH = (
+    f"round(ts_rank_cd({UNIT}, cand.tsv, a.q, 0) / nullif(ts_rank_cd({UNIT}, cand.tsv, a.q, 2), 0))"
+    if B
+    else "0"
+)
+SELECTING = ", (SELECT to_tsquery('simple', %s) AS q) a" if B else ""
+TITLE_TF = (
+    "(CASE WHEN u.vn > 1 AND u.tf > 0 "
+    f"THEN ts_rank_cd({UNIT}, to_tsvector('simple', u.title), u.q, 0) ELSE 0 END)"
+)
+PAGE_SQL = page_bm25("u.idf", "u.vtf", "u.vn", TITLE_TF, "u.terms")
 BM25_SQL = f"""
-, t AS MATERIALIZED (SELECT c.id, c.version_id, c.len, w.i, w.idf, w.q,
+, t AS MATERIALIZED (SELECT c.id, c.version_id, c.len, c.terms, c.title, w.i, w.idf, w.q,
                             ts_rank_cd({UNIT}, c.tsv, w.q, 0)::float8 AS tf
-      FROM (SELECT cand.id, cand.version_id, cand.tsv,
-                   round(ts_rank_cd({UNIT}, cand.tsv, a.q, 0)
-                         / nullif(ts_rank_cd({UNIT}, cand.tsv, a.q, 2), 0)) AS len
-            FROM cand, (SELECT to_tsquery('simple', %s) AS q) a OFFSET 0) c, w),
-u AS (SELECT t.id, t.version_id, t.len, t.idf, t.q, t.tf, sum(t.tf) OVER pv AS vtf,
+      FROM (SELECT cand.id, cand.version_id, cand.tsv, {LENGTH} AS len,
+                   v.search_terms AS terms, v.search_title AS title
+            FROM cand JOIN documents_documentversion v ON v.id = cand.version_id{SELECTING}
+            OFFSET 0) c, w),
+u AS (SELECT t.id, t.len, t.terms, t.title, t.idf, t.q, t.tf, sum(t.tf) OVER pv AS vtf,
              count(*) FILTER (WHERE t.tf > 0) OVER pv AS vn
       FROM t WINDOW pv AS (PARTITION BY t.version_id, t.i))
 SELECT u.id,
        {1 - PAGE_WEIGHT} * sum(u.idf * u.tf * {K1 + 1} / (u.tf + {K1} * ({1 - B} + {B} * u.len / %s)))
-       + {PAGE_WEIGHT} * sum(CASE WHEN u.vn > 0 THEN {page_bm25("u.idf", "u.vtf", "u.vn", "h.tf")} ELSE 0 END)
-FROM u JOIN documents_documentversion v ON v.id = u.version_id,
-     LATERAL (SELECT ts_rank_cd({UNIT}, to_tsvector('simple', v.search_title), u.q, 0)::float8 AS tf) h
+       + {PAGE_WEIGHT} * sum(CASE WHEN u.vn > 0 THEN {PAGE_SQL} ELSE 0 END)
+FROM u
 GROUP BY u.id
 ORDER BY 2 DESC, u.id LIMIT %s
 """
@@ -294,11 +309,60 @@ WHERE d.tenant_id = %s AND v.search_terms > 0 LIMIT %s) p
 """
 
 
-def average_page(tenant_id: int) -> float:
+# In a large tenant (LARGE_TENANT entries or more) what a search reads besides its candidates moves
+# little from one search to the next: each process reuses, for COMMON_TERMS_TTL, a term's count
+# of entries (key: the term) and the average page (key: ""), as ``tenant_rows`` reuses the
+# tenant's count and average length and ``common_terms`` the column's statistics. Counting a term
+# reads every entry holding it up to DF_CAP through the table (the tenant is checked on each row):
+# at 1M chunks about 20 ms a search, as long as ranking its candidates (bench/README.md). A small
+# tenant's are read every time: exact, and cheap there.
+LARGE_TENANT = N_CAP
+_large_tenant: dict[Any, tuple[float, float]] = {}
+LARGE_TENANT_KEYS = 100_000
+
+
+def _key(tenant_id: int, term: str) -> tuple[Any, ...]:
+    return (connection.settings_dict.get("HOST"), connection.settings_dict.get("NAME"), tenant_id, term)
+
+
+def _reused(key: tuple[Any, ...]) -> float | None:
+    cached = _large_tenant.get(key)
+    return cached[1] if cached is not None and time.monotonic() - cached[0] <= COMMON_TERMS_TTL else None
+
+
+def _remember(values: dict[tuple[Any, ...], float]) -> None:
+    if len(_large_tenant) + len(values) > LARGE_TENANT_KEYS:
+        _large_tenant.clear()  # bounded memory; the next searches read their counts again
+    now = time.monotonic()
+    _large_tenant.update((key, (now, value)) for key, value in values.items())
+
+
+def average_page(tenant_id: int, entries: int) -> float:
     """The tenant's average published version in words, title once (0 when none is known: then
-    every page counts as of average length)."""
+    every page counts as of average length). ``entries``: the tenant's index entries as its
+    ranking counted them; from ``LARGE_TENANT`` on the average is reused (``_large_tenant``)."""
+    reused = _reused(_key(tenant_id, "")) if entries >= LARGE_TENANT else None
+    if reused is not None:
+        return reused
     [(length,)] = fetch(PAGE_LENGTH_SQL, [tenant_id, LENGTH_SAMPLE])
+    if entries >= LARGE_TENANT:
+        _remember({_key(tenant_id, ""): float(length or 0.0)})
     return float(length or 0.0)
+
+
+def _counted(tenant_id: int, terms: list[str], large: bool) -> dict[str, int]:
+    """{term: the tenant's entries holding it, counted up to DF_CAP} for ``terms``; in a
+    ``large`` tenant from the process's reuse where it has them."""
+    reused = {t: _reused(_key(tenant_id, t)) for t in terms} if large else {}
+    known = {t: int(df) for t, df in reused.items() if df is not None}
+    missing = [t for t in terms if t not in known]
+    if missing:
+        [(dfs,)] = fetch(DF_SQL.format(tsv=TSV), [tenant_id, DF_CAP, [tsquery([t]) for t in missing]])
+        counts = {t: int(d) for t, d in zip(missing, dfs or [], strict=True)}
+        if large:
+            _remember({_key(tenant_id, t): float(d) for t, d in counts.items()})
+        known.update(counts)
+    return known
 
 
 RECORD_VERSION_SQL = f"""
@@ -403,7 +467,7 @@ class _Scoring:
 
     def bm25(self, limit: int) -> list[Any]:
         """``BM25_SQL``'s parameters."""
-        return [self.selecting, self.average_length, self.average_page, limit]
+        return [*([self.selecting] if B else []), self.average_length, self.average_page, limit]
 
 
 def _scoring(scope: Scope, tokens: list[str]) -> _Scoring | None:
@@ -420,10 +484,7 @@ def _scoring(scope: Scope, tokens: list[str]) -> _Scoring | None:
         rows_with = common_terms()
         estimated = {t: min(DF_CAP, max(1, round(rows_with[t]))) for t in tokens if t in rows_with}
     counted = [t for t in tokens if t not in estimated]
-    dfs: list[int] = []
-    if counted:
-        [(dfs,)] = fetch(DF_SQL.format(tsv=TSV), [scope.tenant_id, DF_CAP, [tsquery([t]) for t in counted]])
-    df_of = {**estimated, **{t: int(d) for t, d in zip(counted, dfs or [], strict=True)}}
+    df_of = {**estimated, **_counted(scope.tenant_id, counted, large=n >= LARGE_TENANT)}
     # A count that reached its cap is common too: past the cap the true frequency is unknown.
     scoring = scoring_terms(n, df_of, tokens)
     if not scoring:
@@ -433,7 +494,7 @@ def _scoring(scope: Scope, tokens: list[str]) -> _Scoring | None:
         idf=[w for _, w in scoring],
         rare=all(df_of[t] < DF_CAP for t, _ in scoring),
         average_length=average_length,
-        average_page=average_page(scope.tenant_id),
+        average_page=average_page(scope.tenant_id, n),
     )
 
 

@@ -118,6 +118,6 @@ def lexical(scope: Scope, tokens: list[str], limit: int) -> Ranked:
     where, params = backends.scope_sql(scope)
     sql = RANK_SQL.format(values=", ".join(["(%s, %s)"] * len(scoring)), where=where)
     weights = [(tenant_term(scope.tenant_id, t), w) for t, w in scoring]
-    page = backends.average_page(scope.tenant_id)
+    page = backends.average_page(scope.tenant_id, entries)
     rows = backends.fetch(sql, [*(v for pair in weights for v in pair), *params, average_length, page, limit])
     return [(int(i), float(s)) for i, s in rows]
