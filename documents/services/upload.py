@@ -177,11 +177,12 @@ def _create_version(
         # The document's row is written once, after its version: these are its changes.
         changes: dict[str, Any] = {}
         if document is None:
-            # The default collection is read under the lock its grants need (one read of it).
-            locked = default_collection(tenant, lock=True) if collection is None else None
+            locked = None
+            if collection is None:  # the default one, read under the lock its grants need: once
+                collection = locked = default_collection(tenant, lock=True)
             document = Document.objects.create(
                 tenant=tenant,
-                collection=collection or locked,
+                collection=collection,
                 title=(title or checked.safe_name)[:300],
                 created_by=owner,
                 attributes=attributes or {},
