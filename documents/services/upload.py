@@ -100,7 +100,8 @@ def document_upload(
 
     ``recorded`` is called with the result inside the transaction that creates the version (not
     for a re-upload of the published bytes, which creates nothing): a caller's own row about the
-    upload commits with it or not at all, and may raise to refuse it.
+    upload commits with it or not at all, and may raise to refuse it. The result's document is
+    the row as the upload wrote it (not read again): what ``recorded`` changes is not in it.
 
     ``early`` is the request's one look at the quotas (``upload_quotas.early_answer``: many
     files): a file it refuses is refused after its own checks, before its bytes are stored.

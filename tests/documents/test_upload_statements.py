@@ -22,6 +22,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from documents.models import Document, DocumentVersion, Tenant
+from documents.services.files import file_create
 from jobs.models import Job
 from tests.documents.helpers import files_under
 from tests.documents.test_delete import client_for
@@ -184,3 +185,12 @@ def test_a_single_upload_to_a_full_queue_is_answered_429_and_keeps_no_bytes(medi
     assert response.json()["error"]["code"] == "quota_exceeded"
     assert len(files_under(media)) == 1
     assert (Document.objects.count(), Job.objects.count()) == (1, 1)
+
+
+def test_a_v1_file_looks_at_the_stored_bytes_once() -> None:
+    tenant = Tenant.objects.create(slug="acme", name="Acme")
+    with CaptureQueriesContext(connection) as captured:
+        file_create(tenant=tenant, user=None, data=TEXT, filename="notes.txt", purpose="assistants")
+    statements = [q["sql"] for q in captured.captured_queries]
+    # Under its lock in the creating transaction only (before, also before the bytes were stored).
+    assert (starting(statements, VERSION_BYTES), starting(statements, FILE_BYTES)) == (1, 1), statements
