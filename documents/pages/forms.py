@@ -14,7 +14,7 @@ from documents import parsers
 from documents.engines.validation import RejectCode, UploadRejected
 from documents.models import Tenant
 from documents.services.storage import StorageQuotaExceeded
-from documents.services.upload import QUOTA_EXCEEDED
+from documents.services.upload_quotas import QUOTA_EXCEEDED
 from documents.texts import Words, localize
 
 

@@ -114,23 +114,29 @@ def may_change_document(viewer: Viewer, document: Document) -> bool:
     return viewer.is_admin or (viewer.user_id is not None and document.created_by_id == viewer.user_id)
 
 
-def _write_grants(documents: Iterable[tuple[uuid.UUID, Sequence[str]]]) -> None:
-    """Replace the grants of each ``(document id, keys)``: one delete and one insert per batch."""
+def _write_grants(documents: Iterable[tuple[uuid.UUID, Sequence[str]]], *, replace: bool = True) -> None:
+    """Replace the grants of each ``(document id, keys)``: one delete and one insert per batch
+    (without ``replace``, documents that have none yet: the insert alone)."""
     rows = list(documents)
     for start in range(0, len(rows), 500):
         part = rows[start : start + 500]
-        DocumentGrant.objects.filter(document_id__in=[pk for pk, _ in part]).delete()
+        if replace:
+            DocumentGrant.objects.filter(document_id__in=[pk for pk, _ in part]).delete()
         DocumentGrant.objects.bulk_create(
             [DocumentGrant(document_id=pk, principal=key) for pk, keys in part for key in keys]
         )
 
 
-def grants_for_new_document(document: Document) -> None:
+def grants_for_new_document(document: Document, *, locked: Collection | None = None) -> None:
     """The grants of a document just made, inside its creating transaction. Its collection's
     row is locked first, so a concurrent change of the collection's list either comes before
-    (its list is read here) or waits for this commit (and rewrites these grants)."""
-    collection = Collection.objects.select_for_update().only("access").get(pk=document.collection_id)
-    _write_grants([(document.pk, document_access(document, collection).principals)])
+    (its list is read here) or waits for this commit (and rewrites these grants). ``locked`` is
+    the document's collection when the caller has already read it under that lock."""
+    collection = locked
+    if collection is None:
+        collection = Collection.objects.select_for_update().only("access").get(pk=document.collection_id)
+    # A row made in this transaction has no grants yet: nothing to delete first.
+    _write_grants([(document.pk, document_access(document, collection).principals)], replace=False)
 
 
 def _audit(

@@ -24,6 +24,7 @@ from documents.engines.validation import UploadRejected
 from documents.models import Batch, BatchItem, Collection, Tenant
 from documents.principals import Viewer
 from documents.services.upload import document_upload
+from documents.services.upload_quotas import early_answer
 from documents.services.webhooks import BATCH_COMPLETED, event_emit
 from documents.visibility import seen_among
 from jobs.errors import JobConflict, TransitionRefused
@@ -62,6 +63,9 @@ def batch_create(
     default one; with ``access``, checked principal keys, each document's own list); refusals are
     recorded per file."""
     owner = user if isinstance(user, get_user_model()) else None
+    # The quotas looked at once for all the files, so that a full workspace refuses them before
+    # storing any; each file's final answer is the one under the locks as it is created.
+    early = early_answer(tenant)
     batch = Batch.objects.create(tenant=tenant, created_by=owner)
     for position, upload in enumerate(files):
         item = BatchItem(batch=batch, position=position, filename=upload.filename[:255])
@@ -73,11 +77,14 @@ def batch_create(
                 user=user,
                 collection=collection,
                 access=access,
+                early=early,
             )
         except UploadRejected as exc:
             item.error_code, item.error_message = str(exc.code), exc.message[:300]
         else:
             item.document_id, item.job = result.document.pk, result.job
+            # The tenant's default collection, found (or made) by the first file, for the others.
+            collection = collection or result.document.collection
         item.save()
     with transaction.atomic():
         # Each file's job was dispatched when its upload committed, and may have finished before

@@ -101,9 +101,14 @@ def _check_metadata(metadata: Any) -> dict[str, str]:
     return dict(metadata)
 
 
-def default_collection(tenant: Tenant) -> Collection:
-    """The tenant's default collection, made on first need (race-safe: one per tenant)."""
-    found = Collection.objects.filter(tenant=tenant, is_default=True).first()
+def default_collection(tenant: Tenant, *, lock: bool = False) -> Collection:
+    """The tenant's default collection, made on first need (race-safe: one per tenant).
+
+    With ``lock`` (inside a transaction), its row is locked until the transaction ends, as
+    :func:`documents.services.access.grants_for_new_document` needs it: one read, not two.
+    """
+    rows = Collection.objects.select_for_update() if lock else Collection.objects.all()
+    found = rows.filter(tenant=tenant, is_default=True).first()
     if found is not None:
         return found
     try:
@@ -115,7 +120,7 @@ def default_collection(tenant: Tenant) -> Collection:
                 is_default=True,
             )
     except IntegrityError:  # another request made it first (collection_one_default)
-        return Collection.objects.get(tenant=tenant, is_default=True)
+        return rows.get(tenant=tenant, is_default=True)
 
 
 def collection_of(tenant: Tenant, collection_id: Any) -> Collection | None:

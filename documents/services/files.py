@@ -36,7 +36,7 @@ class FileInputError(Exception):
 
 
 def file_create(*, tenant: Tenant, user: Any, data: bytes, filename: str, purpose: str) -> FileObject:
-    """Store ``data`` as a file object of ``tenant``; nothing is stored when it is refused."""
+    """Store ``data`` as a file object of ``tenant``; nothing stays stored when it is refused."""
     if purpose not in PURPOSES:
         raise FileInputError("purpose", "invalid_purpose", f"purpose must be one of: {', '.join(PURPOSES)}.")
     limit = settings.DOCUMENTS_MAX_UPLOAD_BYTES
@@ -44,7 +44,6 @@ def file_create(*, tenant: Tenant, user: Any, data: bytes, filename: str, purpos
         raise FileInputError("file", "file_too_large", f"The file is larger than {limit} bytes.", 413)
     if not data:
         raise FileInputError("file", "empty_file", "The file is empty.")
-    _check_room(tenant, len(data))  # before the bytes are stored
     name = (filename or "upload").replace("/", "_").replace("\\", "_")[:255]
     owner = user if isinstance(user, get_user_model()) else None
     obj = FileObject(
@@ -58,7 +57,8 @@ def file_create(*, tenant: Tenant, user: Any, data: bytes, filename: str, purpos
     obj.stored_name = default_storage.save(f"v1files/{tenant.pk}/{obj.id}", ContentFile(data))
     try:
         with transaction.atomic():
-            # The quota's final answer: parallel uploads of one tenant count one after the other.
+            # The quota's answer (one, here): parallel uploads of one tenant count one after the
+            # other; a refused file's bytes are removed below.
             lock_storage(tenant)
             _check_room(tenant, len(data))
             obj.save(force_insert=True)

@@ -19,8 +19,8 @@ from django.utils.translation import gettext_noop
 from documents.engines.validation import ValidatedUpload
 from documents.kinds import INGEST as KIND
 from documents.models import Document, DocumentVersion
-from documents.services.storage import check_storage, freed_reason
-from documents.services.upload import NOT_LATEST, UploadResult, _create_version, check_quota
+from documents.services.storage import freed_reason
+from documents.services.upload import NOT_LATEST, UploadResult, _create_version
 from jobs import rules
 from jobs.errors import TransitionRefused, UserAction, get_cause
 from jobs.models import Actor, Job, Status
@@ -79,8 +79,8 @@ def version_process_again(
     if job is None or not version.file.name:
         raise TransitionRefused(gettext_noop("This version has no processing to run again."))
     rules.check("process_again", job)
-    check_quota(version.document.tenant)
-    check_storage(version.document.tenant, version.size)  # the copy below is stored bytes too
+    # The quotas (the copy below is stored bytes too) are answered under their locks in the
+    # transaction that makes the version; a refused copy is removed.
     old_name = version.file.name
     # A copy under a new name: the old version keeps its own bytes (a delete of either version
     # removes only its own file). Copied a piece at a time, through the storage (a local folder or

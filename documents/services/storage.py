@@ -5,10 +5,10 @@
 not get around the quota) and its ``/v1`` file objects. A file that several version rows name is
 counted once.
 
-**Quota**: an upload that would take the tenant past its limit is refused before its bytes are
-stored (``413 storage_quota_exceeded``), and checked again under a per-tenant lock in the
-transaction that creates its row, so two parallel uploads cannot both pass; the loser's bytes
-are removed by the caller.
+**Quota**: an upload that would take the tenant past its limit is refused (``413
+storage_quota_exceeded``) under a per-tenant lock in the transaction that creates its row, so
+two parallel uploads cannot both pass; the refused upload's bytes are removed by the caller. A
+batch also looks once, before the bytes of its first file are stored.
 
 **Retention**: the bytes of a version whose job was cancelled or failed, or that a newer version
 replaced, are kept ``DOCUMENTS_STORAGE_RETENTION_DAYS`` (for "process again" and retries), then
@@ -106,8 +106,8 @@ def lock_storage(tenant: Tenant) -> None:
 def check_storage(tenant: Tenant, adding: int) -> None:
     """Raise :class:`StorageQuotaExceeded` when ``adding`` more bytes would pass the limit.
 
-    Called once early (before the bytes are stored) and once again inside the creating
-    transaction after :func:`lock_storage`, where the answer is final.
+    Final inside the creating transaction after :func:`lock_storage`; a batch's one look before
+    its files is an early answer (``documents.services.upload_quotas``).
     """
     limit = storage_limit(tenant)
     if limit is None:

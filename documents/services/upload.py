@@ -1,8 +1,11 @@
 """Uploading: one service for every entry point (API, pages, CLI).
 
-Validate first (nothing is stored for a rejected upload), answer a byte-identical re-upload of
-the published version without a new job, then store the file under a generated name and create
-the version and its job in one short transaction.
+Validate first (nothing is stored for a file that is refused), answer a byte-identical re-upload
+of the published version without a new job, then store the file under a generated name and create
+the version and its job in one short transaction. The quotas (stored bytes, waiting jobs) are
+answered in that transaction, under their per-tenant locks; a refused file's bytes are removed.
+A request of many files (a batch) may look at them once before its first file
+(``upload_quotas.early_answer``), so that a full workspace refuses its files before storing any.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
-from django.utils.translation import gettext_noop
 
 from documents.engines.validation import UploadRejected, ValidatedUpload, validate_upload
 from documents.kinds import INGEST as KIND
@@ -30,31 +32,13 @@ from documents.services.attributes import check_attributes
 from documents.services.collections import default_collection
 from documents.services.dedup import processing_key, reusable_version
 from documents.services.storage import check_storage, lock_storage
-from documents.texts import Text
+from documents.services.upload_quotas import EarlyAnswer, QuotaExceeded
 from jobs.errors import TransitionRefused
 from jobs.models import Actor, Job
-from jobs.quotas import QueueFull, check_queue
+from jobs.quotas import QueueFull
 from jobs.services.lifecycle import job_create
 
-QUOTA_EXCEEDED = "quota_exceeded"
 NOT_LATEST = "A newer version of this document exists: only the latest version can be processed again."
-
-
-class QuotaExceeded(UploadRejected):
-    """The tenant already has as many queued jobs as its quota allows."""
-
-    def __init__(self, limit: int) -> None:
-        Exception.__init__(self, "quota")
-        self.code = QUOTA_EXCEEDED  # type: ignore[assignment]
-        self.message = Text(
-            gettext_noop(
-                "Your workspace already has %(limit)s documents waiting to be processed. "
-                "Try again when some have finished."
-            ),
-            limit=limit,
-        )
-        self.http_status = 429
-        self.detail = ""
 
 
 class DocumentDeleted(UploadRejected):
@@ -80,14 +64,6 @@ def _username(user: AbstractBaseUser | AnonymousUser | None) -> str:
     return str(user.get_username()) if user is not None and user.is_authenticated else ""
 
 
-def check_quota(tenant: Tenant) -> None:
-    """The engine's queue quota, answered early (before the bytes are stored) in upload terms."""
-    try:
-        check_queue(tenant.slug)
-    except QueueFull as full:
-        raise QuotaExceeded(full.limit) from full
-
-
 def docx_limits() -> DocxLimits:
     """What a DOCX may expand to, from the settings (checked on its zip directory at upload)."""
     return DocxLimits(
@@ -110,6 +86,7 @@ def document_upload(
     chunking: dict[str, Any] | None = None,
     access: list[str] | None = None,
     recorded: Callable[[UploadResult], None] | None = None,
+    early: EarlyAnswer | None = None,
 ) -> UploadResult:
     """Upload a new document, or (with ``document``) a new version of one.
 
@@ -123,7 +100,11 @@ def document_upload(
 
     ``recorded`` is called with the result inside the transaction that creates the version (not
     for a re-upload of the published bytes, which creates nothing): a caller's own row about the
-    upload commits with it or not at all, and may raise to refuse it.
+    upload commits with it or not at all, and may raise to refuse it. The result's document is
+    the row as the upload wrote it (not read again): what ``recorded`` changes is not in it.
+
+    ``early`` is the request's one look at the quotas (``upload_quotas.early_answer``: many
+    files): a file it refuses is refused after its own checks, before its bytes are stored.
 
     Raises :class:`UploadRejected` (with its own code and HTTP status) when the file is refused,
     and ``DocumentInputError`` for bad attributes; nothing is stored then.
@@ -142,8 +123,10 @@ def document_upload(
         published = document.published_version
         if published is not None and published.sha256 == checked.sha256:
             return UploadResult(document=document, version=published, job=published.job, duplicate=True)
-    check_quota(tenant)  # cheap early answer; the engine checks again under a lock (job_create)
-    check_storage(tenant, checked.size)  # before the bytes are stored; final under a lock below
+    if early is not None:
+        early.check(checked.size)
+    # The quotas are answered in the creating transaction, under their locks (a look here as well
+    # would be the same statements twice per file); a refused file's bytes are removed below.
     stored = default_storage.save(_generated_name(tenant, checked), ContentFile(checked.content))
     try:
         return _create_version(
@@ -192,16 +175,21 @@ def _create_version(
         # (the caller removes the stored bytes when this refuses).
         lock_storage(tenant)
         check_storage(tenant, checked.size)
+        # The document's row is written once, after its version: these are its changes.
+        changes: dict[str, Any] = {}
         if document is None:
+            locked = None
+            if collection is None:  # the default one, read under the lock its grants need: once
+                collection = locked = default_collection(tenant, lock=True)
             document = Document.objects.create(
                 tenant=tenant,
-                collection=collection or default_collection(tenant),
+                collection=collection,
                 title=(title or checked.safe_name)[:300],
                 created_by=owner,
                 attributes=attributes or {},
                 access=access,
             )
-            grants_for_new_document(document)
+            grants_for_new_document(document, locked=locked)
         else:
             # Lock the document: two concurrent uploads must not both become version N+1.
             document = Document.objects.select_for_update().get(pk=document.pk)
@@ -210,17 +198,34 @@ def _create_version(
             if again_from is not None and document.latest_version_id != again_from.pk:
                 raise TransitionRefused(NOT_LATEST, job_id=again_from.job_id)
             if title:
-                Document.objects.filter(pk=document.pk).update(title=title[:300])
+                changes["title"] = title[:300]
             if attributes is not None:
-                Document.objects.filter(pk=document.pk).update(attributes=attributes)
+                changes["attributes"] = attributes
         number = document.latest_number + 1
-        Document.objects.filter(pk=document.pk).update(latest_number=number, last_activity_at=timezone.now())
         key = processing_key(chunking)  # a /v1 static chunking is part of what outputs depend on
+        # Dedup (one rule for every entry point): the same bytes, published and verified in this
+        # tenant with the same settings, are copied by the stages, not processed again.
+        reused_from = reusable_version(tenant, checked.sha256, key)
+        # The job first, so that the version row is written with it (its id is chosen here): the
+        # job's task leaves at commit, when both exist.
+        version_id = uuid.uuid4()
+        try:
+            job = job_create(
+                kind=KIND,
+                tenant=tenant.slug,
+                subject_id=str(document.pk),
+                subject_version=number,
+                payload={"version_id": str(version_id), "document_id": str(document.pk)},
+                actor=actor,
+                actor_name=_username(user),
+                reason=f"processing v{again_from.number} again" if again_from is not None else "uploaded",
+            )
+        except QueueFull as full:  # the engine's answer, under its lock: the queue quota is reached
+            raise QuotaExceeded(full.limit) from full
         version = DocumentVersion.objects.create(
+            id=version_id,
             processing=key,
-            # Dedup (one rule for every entry point): the same bytes, published and verified in
-            # this tenant with the same settings, are copied by the stages, not processed again.
-            reused_from=reusable_version(tenant, checked.sha256, key),
+            reused_from=reused_from,
             document=document,
             number=number,
             file=stored,
@@ -231,24 +236,13 @@ def _create_version(
             size=checked.size,
             sha256=checked.sha256,
             created_by=owner,
+            job=job,
         )
-        try:
-            job = job_create(
-                kind=KIND,
-                tenant=tenant.slug,
-                subject_id=str(document.pk),
-                subject_version=number,
-                payload={"version_id": str(version.pk), "document_id": str(document.pk)},
-                actor=actor,
-                actor_name=_username(user),
-                reason=f"processing v{again_from.number} again" if again_from is not None else "uploaded",
-            )
-        except QueueFull as full:  # another upload took the last place since the early check
-            raise QuotaExceeded(full.limit) from full
-        DocumentVersion.objects.filter(pk=version.pk).update(job=job)
-        Document.objects.filter(pk=document.pk).update(latest_version=version)
-        version.job = job
+        changes.update(latest_number=number, latest_version=version, last_activity_at=timezone.now())
+        Document.objects.filter(pk=document.pk).update(**changes)
+        # The row as written (it is locked or new: nothing else changed it), without reading it.
+        for field, value in changes.items():
+            setattr(document, field, value)
         if recorded is not None:
             recorded(UploadResult(document=document, version=version, job=job))
-    document.refresh_from_db()
     return UploadResult(document=document, version=version, job=job)

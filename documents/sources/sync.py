@@ -33,7 +33,8 @@ from documents.models import Document
 from documents.principals import Viewer
 from documents.services.access import AccessInputError, check_principals, documents_access_set
 from documents.services.delete import document_delete
-from documents.services.upload import QUOTA_EXCEEDED, UploadResult, document_upload
+from documents.services.upload import UploadResult, document_upload
+from documents.services.upload_quotas import QUOTA_EXCEEDED
 from documents.sources.connectors import LISTING_FAILURES, Connector, Listed, Paced, Refused
 from documents.sources.credentials import credentials_of
 from documents.sources.models import Source, SourceItem, SourceSync

@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.files.storage import default_storage
@@ -14,7 +15,7 @@ from django.db import connection
 
 from documents.engines.validation import UploadRejected
 from documents.kinds import INGEST as KIND
-from documents.models import Document, DocumentVersion, Tenant
+from documents.models import Document, DocumentVersion
 from documents.services import upload as upload_service
 from jobs.models import Job, Status
 from jobs.services.lifecycle import job_cancel
@@ -231,16 +232,17 @@ def test_two_concurrent_uploads_cannot_both_pass_a_quota_of_one(
     media: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tenant = make_tenant("small", max_queued_jobs=1)
-    # Force the interleaving: each upload waits, right after its own quota check, for the other's.
-    both_checked = threading.Barrier(2, timeout=3)
-    real_check = upload_service.check_quota
+    # Force the interleaving: each upload, its bytes stored, waits for the other's before its
+    # creating transaction (where the queue is counted under the engine's lock).
+    both_stored = threading.Barrier(2, timeout=3)
+    real_create = upload_service._create_version
 
-    def check_then_wait(checked_tenant: Tenant) -> None:
-        real_check(checked_tenant)
+    def wait_then_create(*args: Any, **kwargs: Any) -> Any:
         with contextlib.suppress(threading.BrokenBarrierError):
-            both_checked.wait()
+            both_stored.wait()
+        return real_create(*args, **kwargs)
 
-    monkeypatch.setattr(upload_service, "check_quota", check_then_wait)
+    monkeypatch.setattr(upload_service, "_create_version", wait_then_create)
     outcomes: list[str] = []
 
     def attempt(number: int) -> None:
