@@ -12,7 +12,9 @@ user's keys are ``everyone``, their user and one of those groups, as ``viewer_fo
 Measured in a fresh process that only searches (PostgreSQL over pooled connections, as the web
 server runs), after ``search_scale.WARM_UP`` searches of other queries:
 
-- ``search()`` p50/p95 in hybrid mode, the four scopes taking turns on each query;
+- ``search()`` p50/p95 in hybrid mode, the four scopes taking turns on each query; then the same
+  queries unfiltered once more with the tenant's reused term counts and average page cleared
+  before each (``unfiltered_uncached``: a query whose words nobody searched for minutes);
 - that no hit lies outside what the user may see (a leak ends the run);
 - recall@10 of the dense ranking with the grants in its query against the exact answer over the
   same granted vectors (numpy over every vector), 50 queries per selectivity and query set
@@ -152,8 +154,15 @@ def measure(n: int, queries: int) -> dict[str, Any]:
         # Turns, and which goes first rotates: the first search of a query warms the cache.
         for name in names[i % len(names) :] + names[: i % len(names)]:
             times[name].append(run(name, text))
+    # Each query above is searched once per scope, so a large tenant's reused term counts
+    # (backends: LARGE_TENANT) serve three of its four searches. The same queries once more,
+    # unfiltered, none of them reused: every search counts its terms and reads the average page.
+    times["unfiltered_uncached"] = []
+    for text in texts(11, queries):
+        backends._large_tenant.clear()
+        times["unfiltered_uncached"].append(run("unfiltered", text))
     out: dict[str, Any] = {}
-    for name in names:
+    for name in times:
         out[f"{name}_p50_ms"] = round(common.percentile(times[name], 50), 1)
         out[f"{name}_p95_ms"] = round(common.percentile(times[name], 95), 1)
     search_scale.progress("searches done")
