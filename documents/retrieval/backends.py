@@ -309,14 +309,16 @@ WHERE d.tenant_id = %s AND v.search_terms > 0 LIMIT %s) p
 """
 
 
-# In a large tenant (LARGE_TENANT entries or more) what a search reads besides its candidates moves
-# little from one search to the next: each process reuses, for COMMON_TERMS_TTL, a term's count
+# In a tenant of LARGE_TENANT entries or more (DF_CAP: where counting one term may read DF_CAP
+# entries, each from the table to check its tenant) what a search reads besides its candidates
+# moves little from one search to the next: each process reuses for REUSE_SECONDS a term's count
 # of entries (key: the term) and the average page (key: ""), as ``tenant_rows`` reuses the
-# tenant's count and average length and ``common_terms`` the column's statistics. Counting a term
-# reads every entry holding it up to DF_CAP through the table (the tenant is checked on each row):
-# at 1M chunks about 20 ms a search, as long as ranking its candidates (bench/README.md). A small
-# tenant's are read every time: exact, and cheap there.
-LARGE_TENANT = N_CAP
+# tenant's count and average length and ``common_terms`` the column's statistics. At 1M chunks
+# counting took about 20 ms a search, as long as ranking its candidates (bench/README.md); the
+# indexing stage's probe counts the words of every new document too. A smaller tenant's are
+# read on every search, exact after every change.
+LARGE_TENANT = DF_CAP
+REUSE_SECONDS = 60.0
 _large_tenant: dict[Any, tuple[float, float]] = {}
 LARGE_TENANT_KEYS = 100_000
 
@@ -327,7 +329,7 @@ def _key(tenant_id: int, term: str) -> tuple[Any, ...]:
 
 def _reused(key: tuple[Any, ...]) -> float | None:
     cached = _large_tenant.get(key)
-    return cached[1] if cached is not None and time.monotonic() - cached[0] <= COMMON_TERMS_TTL else None
+    return cached[1] if cached is not None and time.monotonic() - cached[0] <= REUSE_SECONDS else None
 
 
 def _remember(values: dict[tuple[Any, ...], float]) -> None:

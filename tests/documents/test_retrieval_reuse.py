@@ -1,4 +1,4 @@
-"""A large tenant's full-text ranking reuses, within one process and for a few minutes, what it
+"""A large tenant's full-text ranking reuses, within one process and for a minute, what it
 reads besides its candidates: each term's count of entries (PostgreSQL: counting a term reads
 every entry holding it, about as long as ranking the candidates at 1M chunks) and the average
 page. A small tenant's are read on every search, so its scores stay exact after every change.
@@ -26,7 +26,7 @@ PAGE = "avg(p.search_terms)"  # backends.PAGE_LENGTH_SQL: the average page
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch: Any) -> None:
-    # Twelve entries make a tenant large here (a large one has 25,000: the same rule, faster).
+    # Twelve entries make a tenant large here (a large one has 5,000: the same rule, faster).
     monkeypatch.setattr(backends, "LARGE_TENANT", 12, raising=False)
     monkeypatch.setattr(backends, "_large_tenant", {}, raising=False)
 
@@ -67,7 +67,7 @@ def test_a_large_tenant_reads_its_term_counts_and_average_page_once_then_reuses_
         assert "harbour" in counting and "tide1" not in counting
 
 
-def test_a_small_tenant_reads_them_on_every_search_and_a_large_one_after_a_few_minutes(
+def test_a_small_tenant_reads_them_on_every_search_and_a_large_one_after_a_minute(
     monkeypatch: Any,
 ) -> None:
     small = make_tenant("small")
@@ -82,7 +82,7 @@ def test_a_small_tenant_reads_them_on_every_search_and_a_large_one_after_a_few_m
     fill(large, 5)
     searched(large, "lantern tide1")
     clock = backends.time.monotonic()
-    monkeypatch.setattr(backends.time, "monotonic", lambda: clock + backends.COMMON_TERMS_TTL + 1)
+    monkeypatch.setattr(backends.time, "monotonic", lambda: clock + backends.REUSE_SECONDS + 1)
     _, statements = searched(large, "lantern tide1")
     assert read(statements, PAGE)
     if connection.vendor == "postgresql":
