@@ -135,7 +135,7 @@ class SQLiteIndex(_VectorsInRows):
                 "vec_distance_l2(v.vector, %s) AS dist FROM documents_document d "
                 "CROSS JOIN documents_chunkvector v ON v.version_id = d.published_version_id "
                 f"WHERE {documents[0]} AND v.embedder = %s ORDER BY dist LIMIT %s) "
-                "SELECT e.id, n.dist FROM near n "
+                "SELECT e.id, n.dist, (SELECT count(*) FROM near) FROM near n "
                 "CROSS JOIN documents_indexentry e ON e.version_id = n.version_id AND e.ordinal = n.ordinal "
                 f"{backends.JOIN_DOCUMENT} WHERE {where} ORDER BY n.dist, e.id LIMIT %s"
             )
@@ -144,8 +144,8 @@ class SQLiteIndex(_VectorsInRows):
             )
             # Every published vector has its entry (both are written by the indexing of one
             # version); should one not, the plan below, entry by entry, answers.
-            if len(rows) == limit:
-                return [(int(i), 1.0 - float(d) ** 2 / 2.0) for i, d in rows]
+            if rows and len(rows) == rows[0][2]:
+                return [(int(i), 1.0 - float(d) ** 2 / 2.0) for i, d, _ in rows]
         # Unit vectors: squared L2 distance = 2 - 2 cos; a zero (empty) chunk comes out at 0.
         # CROSS JOIN fixes SQLite's join order: the tenant's documents first (where attribute
         # filters reject whole documents), then their published version's entries and vectors,

@@ -2,7 +2,8 @@
 a meaning search for a member who may see one document of ten does a small share of the work of
 the same search unfiltered (counted in SQLite's own virtual-machine steps). It tested the grant
 once per entry instead, after reading every entry of the workspace: 15x slower at 100,000
-chunks with 1% visible (bench/permissions.py)."""
+chunks with 1% visible (bench/permissions.py). SQLite then ranks the scope's vectors before
+reading any entry, and only the nearest ones' entries are read."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from django.db import connection
 
 from documents.embedders import configured_embedder
+from documents.models import IndexEntry
 from documents.retrieval.backends import Scope
 from documents.retrieval.index import search_index
 from documents.services.upload import document_upload
@@ -81,3 +83,22 @@ def test_a_selective_access_list_reads_only_the_visible_documents_entries(settin
     # The visible document's vectors and its grant's check, not the others' vectors.
     assert filtered <= 2 * alone, (filtered, alone)
     assert filtered < unfiltered / 2, (filtered, unfiltered)
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's dense plan")
+def test_a_vector_without_its_entry_is_passed_over_and_the_search_still_gets_k_hits(settings, tmp_path):
+    # SQLite ranks the scope's vectors first and reads only the nearest ones' entries; a vector
+    # whose entry is missing must not cost the caller a hit (the entry-by-entry plan answers).
+    settings.MEDIA_ROOT = tmp_path / "media"
+    bob = member("bob")
+    published(bob, "one", 1, ["everyone"])
+    published(bob, "two", 2, ["everyone"])
+    embedder = configured_embedder()
+    query = np.asarray(embedder.embed(["harbour tide ledger"])[0], dtype=np.float32)
+    scope = Scope(tenant_id=tenant_of(bob).pk, embedder=embedder.name)
+    before = search_index().dense(scope, query, 10, tokens=[])
+    assert len(before) == 10
+    IndexEntry.objects.filter(pk=before[0][0]).delete()  # its vector stays
+    after = search_index().dense(scope, query, 10, tokens=[])
+    assert len(after) == 10 and before[0][0] not in {i for i, _ in after}
+    assert [i for i, _ in after[:9]] == [i for i, _ in before[1:]]
