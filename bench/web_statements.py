@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -119,8 +120,6 @@ def main() -> int:
     files = max(3, args.files or (6 if args.quick else 20))
     uploads = max(1, args.uploads or (3 if args.quick else 9))
     if args.child:
-        import os
-
         common.setup_django(dict(os.environ))
         common.migrate()
         print("RESULT " + json.dumps(child(files, uploads)), flush=True)
