@@ -9,7 +9,12 @@
   transaction. A new tenant needs nothing: its first entry starts its terms and its counts.
 - PostgreSQL: a generated ``tsvector`` column (``simple`` configuration: no stemming, since the
   search text is already normalised and holds CJK bigrams) with a GIN index; and, when the
-  server offers pgvector, its column for vectors (``documents.retrieval.pgvector``).
+  server offers pgvector, its column for vectors (``documents.retrieval.pgvector``). The GIN
+  index takes each entry's words into its trees as the entry is written (``fastupdate`` off):
+  with PostgreSQL's default the words wait in a pending list, up to 4 MB, until a vacuum, and
+  every search reads that whole list for each of its words; the indexing stage's probe searches
+  after every version, so during a bulk load the list never empties and each probe read all of
+  it.
 
 Created by the migration ``0001_squashed`` (on SQLite made over in this shape by
 ``0013_tenant_full_text``) and checked again after every ``migrate``: a later migration that
@@ -100,7 +105,11 @@ SQLITE_REBUILD = [
 POSTGRES = [
     f"""ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS {TSV} tsvector
         GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, search_text)) STORED""",
-    f"CREATE INDEX IF NOT EXISTS {TABLE}_tsv ON {TABLE} USING gin ({TSV})",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_tsv ON {TABLE} USING gin ({TSV}) WITH (fastupdate = off)",
+    # An index made before it had no such setting: a search then reads the whole list of entries
+    # written since the last vacuum, one by one, for each of its words.
+    f"ALTER INDEX {TABLE}_tsv SET (fastupdate = off)",
+    f"SELECT gin_clean_pending_list('{TABLE}_tsv'::regclass)",
 ]
 
 
