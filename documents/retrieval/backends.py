@@ -159,11 +159,11 @@ def documents_sql(scope: Scope) -> tuple[str, list[Any]] | None:
 # same rank normalised by length (flag 2: the positions it holds, one per word of the search
 # text). On 10,000 candidates of 2,000 characters these two ranks cost about 0.13 s, counting
 # the search text's spaces about 0.6 s (load average 11). The tenant's average length is that
-# of its first LENGTH_SAMPLE entries (with B at 0 the length weighs nothing: it is still read, so
-# both databases keep one formula whatever b is). (ts_rank_cd weighted by idf once stood here: each
-# occurrence counted alike, so a chunk saying one of a Chinese query's bigrams four times came
-# before the chunk holding three others once each.) Counting stops at the caps: past them a
-# term is "common".
+# of its first LENGTH_SAMPLE entries (with B at 0 the length weighs nothing: the formula stays,
+# so both databases keep one whatever b is, but the average is not read). (ts_rank_cd weighted
+# by idf once stood here: each occurrence counted alike, so a chunk saying one of a Chinese
+# query's bigrams four times came before the chunk holding three others once each.) Counting
+# stops at the caps: past them a term is "common".
 DF_CAP = 5_000
 # Terms in more than this share of the tenant's chunks neither select nor score candidates,
 # unless the query has nothing rarer.
@@ -387,7 +387,9 @@ def tenant_rows(tenant_id: int) -> tuple[int, float]:
     """The tenant's index entries, counted up to ``N_CAP``, and their average length in words (of
     the first ``LENGTH_SAMPLE``). Reused for ``COMMON_TERMS_TTL``: the count once it reaches the
     cap, the average unless the count moved below ``LENGTH_SAMPLE`` (where the sample is the
-    whole tenant). Both move the score of every entry alike."""
+    whole tenant). Both move the score of every entry alike. With ``B`` at 0 the average is not
+    read (1.0): the formula multiplies it by nothing, and reading it took a sample of up to
+    ``LENGTH_SAMPLE`` search texts on every search while the tenant grows (a bulk load's probes)."""
     key = (connection.settings_dict.get("HOST"), connection.settings_dict.get("NAME"), tenant_id)
     now = time.monotonic()
     cached = _tenant_rows.get(key)
@@ -397,6 +399,8 @@ def tenant_rows(tenant_id: int) -> tuple[int, float]:
     [(n,)] = fetch(COUNT_SQL, [tenant_id, N_CAP])
     if cached is not None and not stale and (n == cached[1] or min(n, cached[1]) >= LENGTH_SAMPLE):
         _tenant_rows[key] = (cached[0], int(n), cached[2])
+    elif not B:
+        _tenant_rows[key] = (now, int(n), 1.0)
     else:
         [(length,)] = fetch(LENGTH_SQL, [tenant_id, LENGTH_SAMPLE])
         _tenant_rows[key] = (now, int(n), max(float(length or 0), 1.0))

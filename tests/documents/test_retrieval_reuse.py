@@ -87,3 +87,15 @@ def test_a_small_tenant_reads_them_on_every_search_and_a_large_one_after_a_minut
     assert read(statements, PAGE)
     if connection.vendor == "postgresql":
         assert read(statements, COUNTING)
+
+
+def test_the_average_entry_length_is_read_only_when_the_length_counts(monkeypatch: Any) -> None:
+    # With B at 0 the formula multiplies the average by nothing; reading it took a sample of the
+    # tenant's search texts on every search of a growing tenant (each probe of a bulk load).
+    length = "avg(CASE WHEN s.search_text"  # backends.LENGTH_SQL
+    tenant = make_tenant("lengths")
+    fill(tenant, 2)
+    monkeypatch.setattr(backends, "_tenant_rows", {})
+    assert length in backends.LENGTH_SQL
+    ranked, statements = searched(tenant, "lantern tide1")
+    assert ranked and not read(statements, length)
