@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from documents.models import DocumentVersion
 from documents.retrieval.text import highlight_spans, query_tokens
@@ -88,3 +90,35 @@ def test_a_page_sharing_only_stop_words_with_the_query_is_not_a_full_text_hit(
     found = {versions[hit.version_id] for hit in search(tenant, "at the", k=10, mode="lexical")}
     assert found == set(texts)
     assert DocumentVersion.objects.count() == 3
+
+
+def _bounded_pattern_spans(text: str, query: str) -> list[tuple[int, int]]:
+    """The words' marks as a pattern of the query's words between word bounds finds them (the
+    rule the marks follow, written as one expression): the reference for the whole-word scan."""
+    import re
+
+    from documents.retrieval.text import _CJK, _CJK_RUN, highlight_terms
+
+    words = [t for t in highlight_terms(query) if not _CJK_RUN.fullmatch(t)]
+    if not words:
+        return []
+    alternatives = "|".join(re.escape(w) for w in words)
+    bounds = (rf"(?<![^\W_{_CJK}])", rf"(?![^\W_{_CJK}])")
+    pattern = re.compile(f"{bounds[0]}(?:{alternatives}){bounds[1]}", re.IGNORECASE)
+    return [m.span() for m in pattern.finditer(text)]
+
+
+_PIECES = ["at", "At", "platform", "data", "database", "x1", "lighthouse", "é", "café", "-", " ",
+           ".", "_", "灯塔", "中", "Ωmega", "ωmega", "2024", "\n"]  # fmt: skip
+
+
+@given(
+    st.lists(st.sampled_from(_PIECES), max_size=14).map("".join),
+    st.lists(st.sampled_from([p for p in _PIECES if p not in "灯塔中"]), min_size=1, max_size=5).map(
+        " ".join
+    ),
+)
+@settings(max_examples=300, deadline=None)
+def test_words_are_marked_exactly_where_a_bounded_pattern_finds_them(text: str, query: str) -> None:
+    # Queries of words only: a CJK run's marks join the word marks they touch.
+    assert highlight_spans(text, query) == _bounded_pattern_spans(text, query), (text, query)
