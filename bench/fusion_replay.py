@@ -27,7 +27,8 @@ setting can be tried and tried again. The file holds, per query, its language, t
 find, both lists (the chunks' keys, their pages and scores), the dense list's confidence and floor,
 the embedder's name and its separation.
 
-    .venv/bin/python bench/fusion_replay.py [--pages 300] [--max-chars 3000] [--save FILE]
+    .venv/bin/python bench/fusion_replay.py [--pages 300] [--max-chars 3000] [--source manuals|debian]
+        [--save FILE]
     .venv/bin/python bench/fusion_replay.py --lists FILE
 """
 
@@ -48,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common
 from bench.common import say
+from bench.eval_corpus import CORPORA
 from bench.retrieval_quality import LANGS, api_client, ingest, metrics, rank_of
 
 Row = dict[str, Any]
@@ -196,6 +198,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=300, help="pages per language")
     parser.add_argument("--max-chars", type=int, default=3000)
+    parser.add_argument(
+        "--source", choices=CORPORA, default="manuals", help="the corpus (bench/eval_corpus.py)"
+    )
     parser.add_argument("--lists", help="replay lists saved by an earlier run instead of ingesting")
     parser.add_argument("--save", help="keep this run's lists in this file (for --lists)")
     parser.add_argument("--tune", action="store_true", help="also try other ranks for the score fusion")
@@ -211,7 +216,7 @@ def main() -> None:
     else:
         from bench import eval_corpus
 
-        pages = eval_corpus.build(args.pages, args.max_chars)
+        pages = eval_corpus.build(args.pages, args.max_chars, source=args.source)
         with tempfile.TemporaryDirectory(prefix="bench-fusion-") as name:
             tmp = Path(name)
             corpus, out = tmp / "corpus.jsonl", tmp / "lists.json"
