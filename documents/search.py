@@ -8,9 +8,9 @@ further scaled, per query, by how far it can be trusted
 (``documents.retrieval.fusion.dense_confidence``: whether the embedder reads the query's script,
 how far its best neighbour stands above the model's noise level), and that noise level is the
 dense list's floor in the fusion (a cosine there stands at 0); how clear a list is about its
-winner is measured as the embedder says (its ``fusion_separation``). Each hit carries the fused score,
-normalised to 0-1 so one threshold means the same in every query, and the rank and score it had
-in each list. No similarity cut can hide a full-text match: the only floor (the
+winner is measured as the embedder says (its ``fusion_separation``). Each hit carries the fused
+score, normalised to 0-1 so one threshold means the same in every query, and the rank and score
+it had in each list. No similarity cut can hide a full-text match: the only floor (the
 embedder's ``similarity_floor``, or ``SEARCH_MIN_SCORE`` when set) drops dense candidates that
 share nothing with the query (a cosine at the model's noise level), never a lexical one.
 

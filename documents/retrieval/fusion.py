@@ -38,7 +38,7 @@ for both lists of the query: a model whose cosines sit high for any two texts (m
 0.79 for unrelated ones) has a dense list whose first cosine leads its 5th by a few hundredths
 of itself even when it has found the page, so against its first score it always looks flat.
 Its separation is measured above the floor and against the 10th score instead, ``(1st - 10th)
-/ (1st - floor)`` (0 for full text, where that is ``(1st - 10th) / 1st``). The default
+/ (1st - floor)`` (full text's floor is 0: there ``(1st - 10th) / 1st``). The default
 (``SHIPPED``: rank 5, as a share of the first) is the shipped measure; MiniLM keeps it: the
 other one put its English hybrid below its own full text (bench/README.md, "e5 with the title
 counted once", "e5's fusion profile through the API").
