@@ -14,21 +14,28 @@ that wins on one half only is noise):
 - ``convex a``: a convex combination of the lists' scores, each scaled to 0-1 by the list's best
   and worst, the dense share ``a`` times its confidence;
 - ``separation``: the shipped fusion (``documents.retrieval.fusion.fuse``, scores weighed by how
-  clear each list is) replayed on the chunks (from lists saved with their keys); with
-  ``--tune``, ``sep b s`` tries other ranks for its bottom (``b``) and its separation (``s``).
+  clear each list is) replayed on the chunks (from lists saved with their keys), with the
+  separation the embedder declares (its ``fusion_separation``; the shipped measure for lists
+  saved before it was recorded); ``sep 5`` and ``sep floor 10`` with the shipped measure and
+  with the one above the floor against rank 10, whatever the embedder; with ``--tune``, ``sep b
+  s`` tries other ranks for its bottom (``b``) and its separation (``s``), ``sep floor b s`` the
+  same above the floor.
 
 A corpus run (ingest and one search per page: the slow part) can keep its lists with ``--save
 FILE``; ``--lists FILE`` then replays every fusion from them in seconds, without Django, so a
 setting can be tried and tried again. The file holds, per query, its language, the page it should
-find, both lists (the chunks' keys, their pages and scores), the dense list's confidence and floor.
+find, both lists (the chunks' keys, their pages and scores), the dense list's confidence and floor,
+the embedder's name and its separation.
 
-    .venv/bin/python bench/fusion_replay.py [--pages 300] [--max-chars 3000] [--save FILE]
+    .venv/bin/python bench/fusion_replay.py [--pages 300] [--max-chars 3000] [--source manuals|debian]
+        [--save FILE]
     .venv/bin/python bench/fusion_replay.py --lists FILE
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -42,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common
 from bench.common import say
+from bench.eval_corpus import CORPORA
 from bench.retrieval_quality import LANGS, api_client, ingest, metrics, rank_of
 
 Row = dict[str, Any]
@@ -52,6 +60,7 @@ def child(corpus_path: str, out: str) -> None:
     common.migrate()
     import documents.search as search
     from documents.models import IndexEntry
+    from documents.retrieval.fusion import SHIPPED
 
     corpus = [json.loads(line) for line in Path(corpus_path).read_text(encoding="utf-8").splitlines()]
     client = api_client()
@@ -59,6 +68,7 @@ def child(corpus_path: str, out: str) -> None:
     from documents.embedders import configured_embedder
 
     embedder = configured_embedder()
+    profile = dataclasses.asdict(getattr(embedder, "fusion_separation", SHIPPED))
     captured: dict[str, Any] = {}
     shipped = search.fuse
 
@@ -87,6 +97,7 @@ def child(corpus_path: str, out: str) -> None:
                 "confidence": captured["confidence"],
                 "floors": captured["floors"],
                 "embedder": embedder.name,
+                "separation": profile,
             }
         )
     Path(out).write_text(json.dumps(rows, ensure_ascii=False))
@@ -120,13 +131,15 @@ def convex(row: Row, share: float) -> list[str]:
     return sorted(pages, key=lambda p: -((1 - a) * lexical.get(p, 0.0) + a * dense.get(p, 0.0)))
 
 
-def separation(row: Row, bottom: int | None = None, against: int | None = None) -> list[str]:
+def separation(row: Row, bottom: int | None = None, measure: Any = None) -> list[str]:
     """The shipped fusion (``documents.retrieval.fusion.fuse``) on the chunks, as the search
-    runs it; ``bottom`` / ``against`` try other ranks for the standing's 0 and the separation."""
+    runs it with the embedder's separation (recorded in the row); ``bottom`` tries another rank
+    for the standing's 0, ``measure`` another :class:`~documents.retrieval.fusion.Separation`."""
     from documents.retrieval import fusion
 
-    saved = fusion.BOTTOM_RANK, fusion.SEPARATION_RANK
-    fusion.BOTTOM_RANK, fusion.SEPARATION_RANK = bottom or saved[0], against or saved[1]
+    measure = measure or fusion.Separation(**row.get("separation", {}))
+    saved = fusion.BOTTOM_RANK
+    fusion.BOTTOM_RANK = bottom or saved
     try:
         pages = {
             key: page
@@ -138,10 +151,15 @@ def separation(row: Row, bottom: int | None = None, against: int | None = None) 
             for name, ranked in row["lists"].items()
         }
         fused = fusion.fuse(
-            lists, 1000, confidence=row["confidence"], floors=row.get("floors", {}), weights=fusion.Weights()
+            lists,
+            1000,
+            confidence=row["confidence"],
+            floors=row.get("floors", {}),
+            weights=fusion.Weights(),
+            separation=measure,
         )
     finally:
-        fusion.BOTTOM_RANK, fusion.SEPARATION_RANK = saved
+        fusion.BOTTOM_RANK = saved
     return [pages[f.key] for f in fused]
 
 
@@ -154,11 +172,17 @@ def report(rows: list[Row], tune: bool = False) -> None:
         **{f"convex {a}": (lambda r, a=a: convex(r, a)) for a in (0.1, 0.2, 0.3, 0.5)},
     }
     if all("keys" in r for r in rows):
+        from documents.retrieval.fusion import Separation
+
         fusions["separation"] = separation
+        fusions["sep 5"] = lambda r: separation(r, measure=Separation())
+        fusions["sep floor 10"] = lambda r: separation(r, measure=Separation(rank=10, above_floor=True))
         if tune:
             for bottom in (5, 10, 20):
                 for against in (2, 3, 5, 10):
-                    fusions[f"sep {bottom} {against}"] = lambda r, b=bottom, a=against: separation(r, b, a)
+                    for above, label in ((False, "sep"), (True, "sep floor")):
+                        m = Separation(rank=against, above_floor=above)
+                        fusions[f"{label} {bottom} {against}"] = lambda r, b=bottom, m=m: separation(r, b, m)
     halves = {"all": rows, "even": rows[0::2], "odd": rows[1::2]}
     say(f"{'fusion':16} " + "  ".join(f"{h + ' ' + lang:>17}" for h in halves for lang in LANGS))
     for name, fusion in fusions.items():
@@ -174,6 +198,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=300, help="pages per language")
     parser.add_argument("--max-chars", type=int, default=3000)
+    parser.add_argument(
+        "--source", choices=CORPORA, default="manuals", help="the corpus (bench/eval_corpus.py)"
+    )
     parser.add_argument("--lists", help="replay lists saved by an earlier run instead of ingesting")
     parser.add_argument("--save", help="keep this run's lists in this file (for --lists)")
     parser.add_argument("--tune", action="store_true", help="also try other ranks for the score fusion")
@@ -189,7 +216,7 @@ def main() -> None:
     else:
         from bench import eval_corpus
 
-        pages = eval_corpus.build(args.pages, args.max_chars)
+        pages = eval_corpus.build(args.pages, args.max_chars, source=args.source)
         with tempfile.TemporaryDirectory(prefix="bench-fusion-") as name:
             tmp = Path(name)
             corpus, out = tmp / "corpus.jsonl", tmp / "lists.json"

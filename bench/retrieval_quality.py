@@ -19,7 +19,10 @@ language's queries. Verdicts: every mode's MRR@10 >= BM25's, and hybrid's >= BM2
 both languages.
 
     .venv/bin/python bench/retrieval_quality.py [--quick] [--pages N] [--max-chars N]
-        [--backends sqlite,postgres,pgvector] [--embedders local,e5] [--json out.json]
+        [--backends sqlite,postgres,pgvector] [--embedders local,e5] [--source manuals|debian]
+        [--json out.json]
+
+``--source debian`` runs on the second corpus (Debian's own books, one section a page).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common
 from bench.common import say
+from bench.eval_corpus import CORPORA
 
 MODES = ("lexical", "semantic", "hybrid")
 LANGS = ("en", "zh")
@@ -340,6 +344,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="80 pages per language, 1,500 characters each")
     parser.add_argument("--pages", type=int, default=300, help="pages per language")
     parser.add_argument("--max-chars", type=int, default=3000)
+    parser.add_argument(
+        "--source", choices=CORPORA, default="manuals", help="the corpus (bench/eval_corpus.py)"
+    )
     parser.add_argument("--backends", default="sqlite,postgres,pgvector")
     parser.add_argument("--embedders", default="local,e5")
     parser.add_argument("--json", help="write the figures here")
@@ -357,7 +364,7 @@ def main() -> None:
 
     common.header("Retrieval quality")
     common.print_machine()
-    pages = eval_corpus.build(args.pages, args.max_chars)
+    pages = eval_corpus.build(args.pages, args.max_chars, source=args.source)
     counts = {lang: sum(1 for p in pages if p["lang"] == lang) for lang in LANGS}
     say(f"corpus: {counts} pages, at most {args.max_chars} characters each")
     with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp_name:

@@ -7,9 +7,10 @@ collection's (``text_weight``, ``embedding_weight``) or the caller's; the dense 
 further scaled, per query, by how far it can be trusted
 (``documents.retrieval.fusion.dense_confidence``: whether the embedder reads the query's script,
 how far its best neighbour stands above the model's noise level), and that noise level is the
-dense list's floor in the fusion (a cosine there stands at 0). Each hit carries the fused score,
-normalised to 0-1 so one threshold means the same in every query, and the rank and score it had
-in each list. No similarity cut can hide a full-text match: the only floor (the
+dense list's floor in the fusion (a cosine there stands at 0); how clear a list is about its
+winner is measured as the embedder says (its ``fusion_separation``). Each hit carries the fused
+score, normalised to 0-1 so one threshold means the same in every query, and the rank and score
+it had in each list. No similarity cut can hide a full-text match: the only floor (the
 embedder's ``similarity_floor``, or ``SEARCH_MIN_SCORE`` when set) drops dense candidates that
 share nothing with the query (a cosine at the model's noise level), never a lexical one.
 
@@ -37,7 +38,7 @@ from documents.models import Collection, IndexEntry, Tenant
 from documents.principals import Viewer
 from documents.retrieval import backends
 from documents.retrieval.filters import Filter, filter_sql
-from documents.retrieval.fusion import Weights, dense_confidence, fuse
+from documents.retrieval.fusion import SHIPPED, Weights, dense_confidence, fuse
 from documents.retrieval.index import search_index
 from documents.retrieval.text import highlight_spans, highlight_terms, query_tokens
 from jobs.errors import StageFailure
@@ -151,7 +152,9 @@ def search(
         lists["semantic"], confidence["semantic"], floors["semantic"] = semantic
     if weights is None and mode == "hybrid":
         weights = collection_weights(tenant, collection_ids)
-    fused = fuse(lists, k, weights=weights, confidence=confidence, floors=floors)
+    # How clear each list is, measured as the embedder says (its scale of cosines decides it).
+    separation = getattr(embedder, "fusion_separation", SHIPPED)
+    fused = fuse(lists, k, weights=weights, confidence=confidence, floors=floors, separation=separation)
     fused = [f for f in fused if f.score >= min_score]
     return _hits(tenant, fused, query)
 

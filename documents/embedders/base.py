@@ -49,7 +49,9 @@ class Embedder(Protocol):
     # models that embed queries differently from passages; ``embed_queries()`` below falls back
     # to ``embed``. Optional too: ``reads_cjk`` (False for a model that reads no CJK script: its
     # vectors of a Chinese query are noise) and ``similarity_confident`` (the cosine from which a
-    # best neighbour is a real match; see ``documents.retrieval.fusion.dense_confidence``).
+    # best neighbour is a real match; see ``documents.retrieval.fusion.dense_confidence``), and
+    # ``fusion_separation`` (how hybrid search measures how clear a list is: a
+    # ``documents.retrieval.fusion.Separation``, the shipped measure when absent).
 
 
 def normalise_rows(matrix: npt.NDArray[Any]) -> Vectors:

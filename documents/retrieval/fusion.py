@@ -10,9 +10,9 @@ separation"). Here, for each list of the query:
   bottom (0): the list's ``BOTTOM_RANK``-th score or its ``floor``, whichever is higher (for the
   dense list the floor is the model's noise cosine, so a list at noise level stands nowhere);
   items at or below the bottom stand at 0 and stay candidates, after those that stand higher;
-- **separation** (0-1): how far the list's first score leads its ``SEPARATION_RANK``-th (the
-  floor when the list is shorter), as a share of the first: how clear the list is about its
-  winner;
+- **separation** (0-1): how far the list's first score leads its 5th (the floor when the list
+  is shorter), as a share of the first: how clear the list is about its winner. The embedder
+  may measure it its own way (:class:`Separation`, below);
 - the less clear list of two counts the **ratio** of its separation to the clearer one's (a flat
   list beside a clear one counts little; two lists as clear count alike).
 
@@ -32,6 +32,17 @@ with equal weights), whether the dense list missed it or had nothing to say. A l
 ``lexical`` and ``semantic`` modes) ranks by itself, its first hit at 1.0. A ``score_threshold``
 compares against this number.
 
+How separation is measured belongs to the embedder (its ``fusion_separation``, a
+:class:`Separation`; hybrid search passes the active embedder's, ``documents.search``), and holds
+for both lists of the query: a model whose cosines sit high for any two texts (multilingual-e5:
+0.79 for unrelated ones) has a dense list whose first cosine leads its 5th by a few hundredths
+of itself even when it has found the page, so against its first score it always looks flat.
+Its separation is measured above the floor and against the 10th score instead, ``(1st - 10th)
+/ (1st - floor)`` (full text's floor is 0: there ``(1st - 10th) / 1st``). The default
+(``SHIPPED``: rank 5, as a share of the first) is the shipped measure; MiniLM keeps it: the
+other one put its English hybrid below its own full text (bench/README.md, "e5 with the title
+counted once", "e5's fusion profile through the API").
+
 Pure: no ORM.
 """
 
@@ -43,8 +54,6 @@ from dataclasses import dataclass, field
 
 # Standing is 0 at a list's 10th score (or its floor when higher): the first page of results.
 BOTTOM_RANK = 10
-# Separation: how far the first score leads the 5th.
-SEPARATION_RANK = 5
 
 # Letters and ideographs of scripts written without spaces (the ones an English-only model
 # turns into unknown pieces); the same ranges as the full-text side's CJK runs.
@@ -71,6 +80,28 @@ class Weights:
         return self.embedding if name == "semantic" else self.text
 
 
+@dataclass(frozen=True)
+class Separation:
+    """How a list's separation is measured: how far its first score leads its ``rank``-th (the
+    floor when the list is shorter), as a share of the first score (``above_floor`` False) or of
+    the first score's height above the list's floor (True). An embedder's fusion profile (its
+    ``fusion_separation``); the default is the shipped measure."""
+
+    rank: int = 5
+    above_floor: bool = False
+
+    def of(self, scores: Sequence[float], floor: float) -> float:
+        """The separation (0-1) of ``scores`` (best first, not empty) above ``floor``."""
+        top = scores[0]
+        against = scores[self.rank - 1] if len(scores) >= self.rank else floor
+        height = top - floor if self.above_floor else top
+        return min(1.0, max(0.0, (top - against) / height)) if height > 0 else 0.0
+
+
+# The shipped measure, for any embedder that declares none: the 5th score, as a share of the 1st.
+SHIPPED = Separation()
+
+
 @dataclass
 class Fused:
     key: int
@@ -94,16 +125,15 @@ class Shape:
         return min(1.0, max(0.0, (score - self.bottom) / (self.top - self.bottom)))
 
 
-def shape(scores: Sequence[float], floor: float = 0.0) -> Shape:
+def shape(scores: Sequence[float], floor: float = 0.0, separation: Separation = SHIPPED) -> Shape:
     """The shape of a list's scores (best first), ``floor`` the score under which an item means
-    nothing (0 for full text; the model's noise cosine for the dense list)."""
+    nothing (0 for full text; the model's noise cosine for the dense list), its separation
+    measured as ``separation`` says."""
     if not scores:
         return Shape(top=floor, bottom=floor, separation=0.0)
     top = scores[0]
     bottom = max(floor, scores[BOTTOM_RANK - 1]) if len(scores) >= BOTTOM_RANK else floor
-    against = scores[SEPARATION_RANK - 1] if len(scores) >= SEPARATION_RANK else floor
-    separation = min(1.0, max(0.0, (top - against) / top)) if top > 0 else 0.0
-    return Shape(top=top, bottom=min(bottom, top), separation=separation)
+    return Shape(top=top, bottom=min(bottom, top), separation=separation.of(scores, floor))
 
 
 def cjk_share(query: str) -> float:
@@ -147,11 +177,13 @@ def fuse(
     weights: Weights | None = None,
     confidence: Mapping[str, float] | None = None,
     floors: Mapping[str, float] | None = None,
+    separation: Separation = SHIPPED,
 ) -> list[Fused]:
     """The ``k`` best keys of the named ranked lists (each ``(key, component score)``, best
     first; a key at most once a list), by the normalised fused score of the module's docstring;
     ties keep the order of the first list that ranked them. ``floors`` gives a list's floor
-    (default 0), ``confidence`` its trust for this query (default 1).
+    (default 0), ``confidence`` its trust for this query (default 1), ``separation`` how every
+    list's separation is measured (the embedder's profile).
 
     Every list's items stay candidates (with their rank and score there), even a list whose
     weight is 0: they then follow the items of the lists that count, in their own order.
@@ -163,7 +195,7 @@ def fuse(
     floors = floors or {}
     # A list alone ranks by itself: its configured weight is the whole of the best sum.
     nominal = {name: weights.of(name) if len(lists) > 1 else 1.0 for name in lists}
-    shapes = {name: shape([s for _, s in ranked], floors.get(name, 0.0)) for name, ranked in lists.items()}
+    shapes = {name: shape([s for _, s in r], floors.get(name, 0.0), separation) for name, r in lists.items()}
     trust = {name: nominal[name] * min(1.0, max(0.0, confidence.get(name, 1.0))) for name in lists}
     # Only the lists that have a say are compared: a list weighed 0, or not trusted at all for
     # this query, makes no other list less clear.

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from documents.retrieval.fusion import Weights, cjk_share, dense_confidence, fuse, shape
+from documents.embedders.e5 import E5Embedder
+from documents.embedders.local import LocalModelEmbedder
+from documents.retrieval.fusion import SHIPPED, Separation, Weights, cjk_share, dense_confidence, fuse, shape
 
 # The shape that pushed exact Chinese matches off rank 1 with the English-only default model:
 # the full text finds the page (1) first and another (2) second; the dense list, noise for a
@@ -83,6 +85,66 @@ def test_only_the_top_of_both_lists_equally_clear_scores_one_and_every_score_is_
     fused = fuse({"lexical": lexical, "semantic": flat}, 20, floors={"semantic": FLOOR})
     assert fused[0].key == 1 and 0.5 < fused[0].score < 0.9
     assert all(0.0 <= f.score <= 1.0 for f in fused)
+
+
+# multilingual-e5's noise cosine: unrelated texts sit at 0.79-0.83 (documents/embedders/e5.py).
+E5_FLOOR = 0.79
+# Eleven e5 cosines, 0.01 apart from 0.90 down: the 5th is 0.86, the 10th 0.81.
+E5_LIST = [0.90 - n / 100 for n in range(11)]
+
+
+def test_e5_measures_separation_above_its_floor_against_the_tenth_score():
+    e5 = E5Embedder.fusion_separation
+    assert e5 == Separation(rank=10, above_floor=True)
+    # (1st - 10th) / (1st - floor) = 0.09 / 0.11; the shipped measure, (1st - 5th) / 1st,
+    # calls the same list flat: 0.04 / 0.90.
+    assert shape(E5_LIST, E5_FLOOR, e5).separation == pytest.approx(0.09 / 0.11)
+    assert shape(E5_LIST, E5_FLOOR).separation == pytest.approx(0.04 / 0.90)
+    # Shorter than ten: the missing scores are at the floor, the whole height.
+    assert shape([0.88, 0.85], E5_FLOOR, e5).separation == pytest.approx(1.0)
+    # Full text's floor is 0: (1st - 10th) / 1st.
+    assert shape([float(n) for n in range(20, 9, -1)], 0.0, e5).separation == pytest.approx((20 - 11) / 20)
+    # Nothing above the floor: no separation (a search never passes one: it drops them).
+    assert shape([0.79, 0.78], E5_FLOOR, e5).separation == 0.0
+    # The standing is measured as before, whatever the separation.
+    assert shape(E5_LIST, E5_FLOOR, e5).bottom == shape(E5_LIST, E5_FLOOR).bottom == pytest.approx(0.81)
+
+
+def test_with_e5s_measure_a_clear_dense_winner_is_not_taken_for_a_flat_list():
+    # The full text finds the words everywhere alike (5.0 down to 4.1); e5 finds page 7 at 0.87,
+    # four hundredths above the rest, all of them above the noise. Against its first cosine the
+    # dense list leads its 5th by 5% (flatter than the full text's 8%) and page 1, first in the
+    # full text, stays first; above the floor it leads by 60% of its height, and page 7 wins.
+    lexical = [(n, 5.1 - n / 10) for n in range(1, 11)]
+    dense = [(7, 0.87), (1, 0.83), *[(n, 0.83 - (n - 10) / 1000) for n in range(11, 19)]]
+    lists = {"lexical": lexical, "semantic": dense}
+    shipped = fuse(lists, 5, floors={"semantic": E5_FLOOR})
+    assert shipped[0].key == 1
+    e5 = fuse(lists, 5, floors={"semantic": E5_FLOOR}, separation=E5Embedder.fusion_separation)
+    assert e5[0].key == 7
+    assert e5[0].ranks == {"lexical": 7, "semantic": 1}
+
+
+def test_minilm_keeps_the_shipped_measure_and_its_scores():
+    assert LocalModelEmbedder.fusion_separation == SHIPPED == Separation(rank=5, above_floor=False)
+    scores = [0.53, 0.52, 0.52, 0.51, 0.5, 0.45]
+    # (1st - 5th) / 1st, computed exactly as before the measure became the embedder's.
+    assert shape(scores, FLOOR, LocalModelEmbedder.fusion_separation).separation == (0.53 - 0.5) / 0.53
+    lexical = [(1, 20.0), (2, 10.0), *[(n, 9.0 - n / 10) for n in range(3, 12)]]
+    dense = [(2, 0.53), *[(n, 0.53 - n / 400) for n in range(12, 21)]]
+    minilm = fuse(
+        {"lexical": lexical, "semantic": dense},
+        4,
+        floors={"semantic": FLOOR},
+        separation=LocalModelEmbedder.fusion_separation,
+    )
+    # The fused scores of this query before the change, to the last bit.
+    assert [(f.key, f.score) for f in minilm] == [
+        (1, 0.5),
+        (2, 0.14485917418649163),
+        (3, 0.029166666666666636),
+        (4, 0.024999999999999984),
+    ]
 
 
 @pytest.mark.parametrize(
