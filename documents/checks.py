@@ -7,12 +7,15 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connection
-from django.db.models import Sum
-from django.db.models.functions import Coalesce
+from django.db.models import F, Sum, Window
+from django.db.models.functions import Coalesce, RowNumber, Substr
 
 import documents.sandbox.checks  # noqa: F401  (the sandbox's walls)
-from documents.models import Document
+from documents.embedders import configured_embedder, embedder_for
+from documents.models import Document, IndexEntry, Tenant
+from documents.retrieval.fusion import cjk_share
 from documents.retrieval.index import search_index
 
 
@@ -124,6 +127,89 @@ def check_search_scale(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
     except (DatabaseError, RuntimeError):  # RuntimeError: a test that allows no database
         return []
     return [Warning(message, id="documents.W001") for message in advice]
+
+
+# --- search: Chinese, Japanese or Korean text on an embedder that reads none of it ----------------
+
+# A tenant's content is sampled, not read: the opening SAMPLE_CHARACTERS of the first
+# SAMPLE_ENTRIES entries of the published versions of its SAMPLE_DOCUMENTS latest documents (one
+# query for every tenant at once, after the tenants' own).
+SAMPLE_DOCUMENTS = 20
+SAMPLE_ENTRIES = 3
+SAMPLE_CHARACTERS = 300
+# An entry counts as CJK text when at least this share of its units is (fusion.cjk_share: an
+# ideograph or kana is a unit, as is each word of other scripts) ...
+CJK_ENTRY = 0.5
+# ... and a tenant is advised to change when at least this share of its sampled entries is.
+CJK_TENANT = 0.2
+# The multilingual embedder recommended (docs/upgrading.md, "Choosing the multilingual embedder").
+MULTILINGUAL = "e5"
+
+
+def cjk_tenants() -> list[tuple[str, str, float]]:
+    """(tenant slug, active embedder, share of CJK entries) of the tenants whose embedder reads no
+    CJK script while at least ``CJK_TENANT`` of their sampled searchable text is CJK, the largest
+    share first, at most ``SHOWN``. A tenant with no searchable text is not judged."""
+    blind: dict[int, tuple[str, str]] = {}
+    for pk, slug, name in Tenant.objects.values_list("pk", "slug", "active_embedder"):
+        try:
+            embedder = embedder_for(name) if name else configured_embedder()
+        except (ValueError, ImproperlyConfigured):
+            # A stored name this deployment cannot build (UnknownEmbedder), or settings the
+            # embedder checks above report: not this check's concern.
+            continue
+        if not getattr(embedder, "reads_cjk", True):
+            blind[pk] = (slug, embedder.name)
+    if not blind:
+        return []
+    latest = (
+        Document.objects.filter(published_version__isnull=False)
+        .order_by()
+        .annotate(
+            recency=Window(
+                RowNumber(), partition_by=[F("tenant_id")], order_by=[F("created_at").desc(), F("pk").desc()]
+            )
+        )
+        .filter(recency__lte=SAMPLE_DOCUMENTS)
+        .values("published_version_id")
+    )
+    rows = IndexEntry.objects.filter(version_id__in=latest, ordinal__lt=SAMPLE_ENTRIES)
+    sampled: dict[int, list[bool]] = {}
+    for tenant_id, text in rows.values_list(
+        "tenant_id", Substr("search_text", 1, SAMPLE_CHARACTERS)
+    ).iterator():
+        if tenant_id in blind:
+            sampled.setdefault(tenant_id, []).append(cjk_share(text) >= CJK_ENTRY)
+    found = [
+        (*blind[pk], sum(flags) / len(flags))
+        for pk, flags in sampled.items()
+        if flags and sum(flags) / len(flags) >= CJK_TENANT
+    ]
+    return sorted(found, key=lambda row: (-row[2], row[0]))[:SHOWN]
+
+
+def language_advice() -> list[str]:
+    """A sentence per tenant whose content its embedder cannot read."""
+    return [
+        f"Tenant {slug!r}: {share:.0%} of its latest searchable text is Chinese, Japanese or "
+        f"Korean, and its embedder ({name}) reads none of those scripts, so meaning search gives "
+        "such queries no weight and they rank by full text alone. Re-index it onto the multilingual "
+        f'embedder ({{"embedder": "{MULTILINGUAL}"}}, installed with the platform) for search by '
+        'meaning in those languages (docs/upgrading.md, "Choosing the multilingual embedder").'
+        for slug, name, share in cjk_tenants()
+    ]
+
+
+@register("health")
+def check_embedder_languages(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warn when a tenant's searchable text is largely in a script its embedder cannot read. Two
+    queries (the tenants; a sample of their text); a database that is unreachable or not migrated
+    yet is not this check's concern."""
+    try:
+        advice = language_advice()
+    except (DatabaseError, RuntimeError):  # RuntimeError: a test that allows no database
+        return []
+    return [Warning(message, id="documents.W002") for message in advice]
 
 
 @register(deploy=True)
