@@ -31,6 +31,7 @@ def test_registered_and_found_again_by_its_name(e5):
     assert isinstance(embedder_for("e5"), E5Embedder)
 
 
+@pytest.mark.slow  # loads the model
 def test_queries_get_the_query_prefix_and_land_near_their_passage(e5):
     passages = e5.embed(PASSAGES)
     assert passages.shape == (3, 384) and passages.dtype == np.float32

@@ -56,6 +56,7 @@ def test_a_block_holds_its_low_nibbles_first_then_its_high_ones():
     assert weights[0, 16:].tolist() == [0.5] * 16
 
 
+@pytest.mark.slow  # loads the model
 @pytest.mark.parametrize("query", [False, True], ids=["passage", "query"])
 def test_vectors_equal_the_engines(engine, encoder, query):
     ours = encoder.encode(TEXTS, query=query)
@@ -69,6 +70,7 @@ def test_vectors_equal_the_engines(engine, encoder, query):
     assert cosines(alone, ours).min() > 0.99999
 
 
+@pytest.mark.slow  # loads the model
 def test_the_prefix_is_respected(engine, encoder):
     text = TEXTS[1]
     as_query = encoder.encode([text], query=True)[0]
@@ -79,6 +81,7 @@ def test_the_prefix_is_respected(engine, encoder):
     assert float(as_query @ engine.passage(text)) < float(as_query @ engine.query(text)) - 0.01
 
 
+@pytest.mark.slow  # loads the model
 def test_token_counts_equal_the_engines(engine, encoder):
     texts = [
         *TEXTS,
@@ -93,6 +96,7 @@ def test_token_counts_equal_the_engines(engine, encoder):
         assert ours == [engine.token_count(t, is_query=query) for t in texts]
 
 
+@pytest.mark.slow  # loads the model
 def test_the_embedders_runtimes_share_one_vector_space():
     onnx, reference = E5Embedder(runtime="onnx"), E5Embedder(runtime="engine")
     assert onnx.name == reference.name == "e5-multilingual-e5-small-q4-v1-384"
