@@ -46,18 +46,20 @@ def health_page() -> str:
 
 
 def test_chinese_content_on_the_english_model_is_flagged_with_the_embedder_to_move_to():
-    bulk_published(make_tenant("zhco", active_embedder=ENGLISH_ONLY), 3, 4, chinese)
-    bulk_published(make_tenant("enco", active_embedder=ENGLISH_ONLY), 3, 4, english)
-    bulk_published(make_tenant("e5co", active_embedder=MULTILINGUAL), 3, 4, chinese)
-    make_tenant("emptyco", active_embedder=ENGLISH_ONLY)  # nothing searchable: not judged
+    bulk_published(make_tenant("zh-tenant", active_embedder=ENGLISH_ONLY), 3, 4, chinese)
+    bulk_published(make_tenant("en-tenant", active_embedder=ENGLISH_ONLY), 3, 4, english)
+    bulk_published(make_tenant("e5-tenant", active_embedder=MULTILINGUAL), 3, 4, chinese)
+    make_tenant("empty-tenant", active_embedder=ENGLISH_ONLY)  # nothing searchable: not judged
 
-    assert cjk_tenants() == [("zhco", ENGLISH_ONLY, 1.0)]
+    assert cjk_tenants() == [("zh-tenant", ENGLISH_ONLY, 1.0)]
     found = check_output()
-    assert "documents.W002" in found and "'zhco'" in found and '"embedder": "e5"' in found
-    assert "enco" not in found and "e5co" not in found and "emptyco" not in found
+    assert "documents.W002" in found and "'zh-tenant'" in found and '"embedder": "e5"' in found
+    assert "en-tenant" not in found and "e5-tenant" not in found and "empty-tenant" not in found
     page = health_page()
-    assert "jobs-config-warning" in page and "zhco" in page and "Choosing the multilingual embedder" in page
-    assert "enco" not in page and "e5co" not in page
+    assert (
+        "jobs-config-warning" in page and "zh-tenant" in page and "Choosing the multilingual embedder" in page
+    )
+    assert "en-tenant" not in page and "e5-tenant" not in page
 
 
 def test_the_sample_is_the_latest_documents_and_a_minority_of_cjk_text_is_not_flagged():
