@@ -6,17 +6,12 @@ fixed number of queries whatever the number of tenants."""
 
 from __future__ import annotations
 
-from io import StringIO
-
 import pytest
-from django.contrib.auth.models import User
-from django.core.management import call_command
-from django.urls import reverse
 
 from documents.checks import SAMPLE_DOCUMENTS, cjk_tenants
 from documents.embedders import embedder_for
 from tests.documents.helpers import bulk_published, make_tenant
-from tests.ops.conftest import VIEW, login, make_staff
+from tests.ops.conftest import check_output, health_page
 
 pytestmark = pytest.mark.django_db
 
@@ -30,19 +25,6 @@ def chinese(n: int, o: int) -> str:
 
 def english(n: int, o: int) -> str:
     return f"Paragraph {o} of report {n}: the harbour's boats, the weather and the staff on duty."
-
-
-def check_output() -> str:
-    out, err = StringIO(), StringIO()
-    call_command("check", stdout=out, stderr=err)
-    return out.getvalue() + err.getvalue()
-
-
-def health_page() -> str:
-    user = User.objects.filter(username="ops").first() or make_staff("ops", VIEW)
-    response = login(user).get(reverse("admin:jobs_health"))
-    assert response.status_code == 200
-    return response.content.decode()
 
 
 def test_chinese_content_on_the_english_model_is_flagged_with_the_embedder_to_move_to():

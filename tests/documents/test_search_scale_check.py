@@ -5,19 +5,15 @@ to what a test ingests."""
 
 from __future__ import annotations
 
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import User
-from django.core.management import call_command
 from django.db import connection
-from django.urls import reverse
 
 from documents.retrieval import index, pgvector
 from jobs.models import Status
 from tests.documents.helpers import make_tenant, run_until_idle, upload
-from tests.ops.conftest import VIEW, login, make_staff
+from tests.ops.conftest import check_output, health_page
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,23 +31,10 @@ def ingested(settings, tmp_path: Path) -> int:
     return int(result.version.entries)
 
 
-def warnings_of_check() -> str:
-    out, err = StringIO(), StringIO()
-    call_command("check", stdout=out, stderr=err)
-    return out.getvalue() + err.getvalue()
-
-
-def health_page() -> str:
-    user = User.objects.filter(username="ops").first() or make_staff("ops", VIEW)
-    response = login(user).get(reverse("admin:jobs_health"))
-    assert response.status_code == 200
-    return response.content.decode()
-
-
 def test_a_tenant_past_the_scope_size_is_flagged_where_meaning_search_has_that_limit(ingested, monkeypatch):
     plain = connection.vendor == "postgresql" and not pgvector.enabled(connection)
     monkeypatch.setattr(index.PostgresIndex, "scope_limit", ingested - 1)
-    found, page = warnings_of_check(), health_page()
+    found, page = check_output(), health_page()
     if plain:
         assert "documents.W001" in found and "'bigco'" in found and "pgvector" in found
         assert "jobs-config-warning" in page and "bigco" in page and "pgvector" in page
@@ -59,5 +42,5 @@ def test_a_tenant_past_the_scope_size_is_flagged_where_meaning_search_has_that_l
         assert "documents.W001" not in found
         assert "bigco" not in page
     monkeypatch.setattr(index.PostgresIndex, "scope_limit", ingested)  # within the size: silence
-    assert "documents.W001" not in warnings_of_check()
+    assert "documents.W001" not in check_output()
     assert "bigco" not in health_page()

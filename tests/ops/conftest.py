@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from io import StringIO
 from unittest import mock
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.core.management import call_command
 from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 VIEW = "view_job"
@@ -32,6 +35,21 @@ def login(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+def check_output() -> str:
+    """What ``manage.py check`` prints (its warnings go to stderr)."""
+    out, err = StringIO(), StringIO()
+    call_command("check", stdout=out, stderr=err)
+    return out.getvalue() + err.getvalue()
+
+
+def health_page() -> str:
+    """The admin's health page as a staff member who may view jobs sees it."""
+    user = User.objects.filter(username="ops").first() or make_staff("ops", VIEW)
+    response = login(user).get(reverse("admin:jobs_health"))
+    assert response.status_code == 200
+    return response.content.decode()
 
 
 @pytest.fixture
