@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.utils import translation
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -125,6 +126,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip_pg)
+
+
+@pytest.fixture(autouse=True)
+def _no_language_left_over() -> Iterator[None]:
+    """The locale middleware activates a request's language in the thread that serves it and
+    nothing deactivates it; the test client serves in the test's own thread. Without this, a
+    later test in the same worker (a command's output, an error message) would speak the
+    language of an earlier test's last request: which one depends on how the workers share
+    out the files."""
+    yield
+    translation.deactivate()
 
 
 def wait_for(
