@@ -72,7 +72,9 @@ def traced() -> Iterator[Transactions]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_only_the_worker_s_repeatable_commits_are_relaxed(traced: Transactions, settings: DjangoSettings):
+def test_only_the_worker_s_repeatable_commits_are_relaxed(
+    server_commit_default: None, traced: Transactions, settings: DjangoSettings
+):
     if connection.vendor != "postgresql":
         pytest.skip("synchronous_commit is a PostgreSQL setting")
     job = new_job(kind=NOOP_KIND)
