@@ -90,7 +90,9 @@ test-fast: setup
 # A whole pass on one database in three runs: the fast tier, then the slower tiers (cluster,
 # browser, model and OCR tests) on two workers, then the hostile-input and chaos runs alone, as
 # their liveness bounds assume a machine nobody else loads. The stateful run is the short one on
-# SQLite and the long one on PostgreSQL, whose locking it is about.
+# SQLite and the long one on PostgreSQL, whose locking it is about. The hostile-input and
+# sandbox runs (marked `database_neutral`: what they prove is the same on either database) run
+# in the SQLite pass only; chaos, scale-out and durability only on PostgreSQL.
 test-sqlite: test-fast
 	env -u DATABASE_URL $(PYTEST) -q -n 2 --dist loadfile -m "$(SLOW)"
 	env -u DATABASE_URL $(PYTEST) -q -m reliability

@@ -110,11 +110,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.unit)
     require = os.environ.get("REQUIRE_POSTGRES") == "1"
     if is_postgres():
-        # The unit tier touches no database: the SQLite pass has run it already.
-        unit = [item for item in items if "unit" in item.keywords]
+        # The unit tier touches no database, and a database-neutral test proves what does not
+        # depend on it: the SQLite pass has run both already.
+        once = {"unit", "database_neutral"}
+        unit = [item for item in items if once & set(item.keywords)]
         if unit:
             config.hook.pytest_deselected(items=unit)
-            items[:] = [item for item in items if "unit" not in item.keywords]
+            items[:] = [item for item in items if not once & set(item.keywords)]
         if not _postgres_reachable():
             if require:
                 pytest.exit("REQUIRE_POSTGRES=1 but PostgreSQL is not reachable", returncode=1)

@@ -45,7 +45,9 @@ from tests.reliability.helpers import alive, worker_pid
 from tests.testapp.pipelines import KIND as TOY_KIND
 from tests.timing import hold_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# What these prove (the parsing sandbox's walls, the causes of hostile files, a poison job
+# against its worker) does not depend on the database: they run in the SQLite pass only.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.database_neutral]
 
 
 @pytest.fixture(autouse=True)
