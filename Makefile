@@ -73,15 +73,16 @@ lint: setup
 	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py makemigrations --check --dry-run
 
 # While working: unit + integration tests on SQLite (no subprocess cluster, no browser, no
-# hostile-input or chaos runs, no model or OCR engine loaded), a short stateful run, on two
+# hostile-input or chaos runs, no model or OCR engine loaded), a short stateful run, on three
 # pytest-xdist workers that take tests, not whole files, from each other's queue when theirs runs
 # out (no module-scoped server in this tier; a file of one long property run would otherwise be
-# the tail of the run).
+# the tail of the run). Three on 2 cores: a worker waits on its sandbox children and on SQLite's
+# commits, and two left the cores a quarter idle (2.4 -> 2.0 minutes on an idle 2-core machine).
 # Budget: under 2 minutes of wall time on 2 idle cores, so under 4 CPU-minutes in all; `time`
 # prints the wall time and the pytest processes' CPU, not the parsing sandbox children's (about
 # 700 here, 0.1 CPU-second each, in bubblewrap's PID namespace: docs/testing.md). A test that
 # needs more belongs to a slower tier. FAST_WORKERS=0 runs it in this process.
-FAST_WORKERS ?= 2
+FAST_WORKERS ?= 3
 FAST  := not cluster and not browser and not reliability and not slow
 SLOW  := (cluster or browser or slow) and not reliability
 test-fast: setup
