@@ -93,9 +93,8 @@ test-fast: setup
 # their liveness bounds assume a machine nobody else loads. The stateful run is the short one on
 # SQLite and the long one on PostgreSQL, whose locking it is about. The hostile-input and
 # sandbox runs (marked `database_neutral`: what they prove is the same on either database) run
-# in the SQLite pass only; chaos, scale-out and durability only on PostgreSQL.
-# The slower tiers and the PostgreSQL pass run on three workers: their tests wait on child
-# processes (clusters, servers, the browser), and two workers kept 2 cores about two thirds busy
+# in the SQLite pass only; chaos, scale-out and durability only on PostgreSQL. Three workers:
+# these tests wait on clusters, servers and the browser, and two kept 2 cores two thirds busy
 # (4.7 -> 4.0 and 7.5 -> 6.7 minutes on an idle 2-core machine).
 SLOW_WORKERS ?= 3
 test-sqlite: test-fast
