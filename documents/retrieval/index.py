@@ -253,7 +253,7 @@ class PgvectorIndex(PostgresIndex):
         return done or ["No vectors stored yet: the first embedding builds its index."]
 
 
-def add_codes(connection: Any, expression: str = codes.SIGN_BITS_SQL) -> None:
+def add_codes(connection: Any, expression: str | None = None) -> None:
     """The schema of the codes PostgreSQL without pgvector ranks by (a migration's step; the
     migrations pass the codes of their time, ``expression``)."""
     codes.add_sign_bits(connection, expression)

@@ -325,7 +325,10 @@ def nearest(
                 if by_codes:
                     rerank = max(MIN_RERANK, RERANK * int(limit))
                     entries_sql = (join, where, params)
-                    rows = codes.nearest(cursor, documents, embedder, query, full, entries_sql, limit, rerank)
+                    coded = literal(codes.asked(vector, embedder))
+                    rows = codes.nearest(
+                        cursor, documents, embedder, query, coded, full, entries_sql, limit, rerank
+                    )
             if not by_codes:
                 ef_search = ef_search_for(limit, share)
                 if len(rows) < limit or ef_search > PROBE:

@@ -1,6 +1,7 @@
 """The retrieval tests again, on a real PostgreSQL with pgvector (HNSW, iterative scans).
 
-``tests/documents/test_retrieval.py`` and the relevance thresholds run in a child pytest against
+``tests/documents/test_retrieval.py``, the relevance thresholds and the centred codes
+(``test_code_centres.py``) run in a child pytest against
 the private pgvector server of :mod:`tests.documents.pgvector_server`. Runs in the PostgreSQL pass.
 """
 
@@ -16,5 +17,8 @@ __all__ = ["pgvector_url"]  # the fixture, imported for pytest
 
 def test_the_retrieval_tests_pass_on_a_real_pgvector_server(pgvector_url: str) -> None:
     run_on_pgvector(
-        pgvector_url, "tests/documents/test_retrieval.py", "tests/documents/test_relevance_modes.py"
+        pgvector_url,
+        "tests/documents/test_retrieval.py",
+        "tests/documents/test_relevance_modes.py",
+        "tests/documents/test_code_centres.py",
     )
