@@ -170,3 +170,48 @@ def test_a_scope_of_e5_leaning_vectors_finds_its_exact_nearest_through_the_codes
     assert np.mean(found) >= 0.95
     assert np.mean([plain_recall(q, top) for q, top in zip(queries, exact, strict=True)]) < 0.8
     assert ChunkVector.objects.filter(version=version, embedder=E5).count() == 3000
+
+
+def test_pgvector_codes_made_before_the_centre_are_made_anew_by_the_next_migrate():
+    """An install upgraded from a release whose pgvector codes were plain signs: the schema step
+    that runs after every ``migrate`` finds the column's expression is not today's (by its
+    stamp), and makes the codes again, centred."""
+    if not pgvector.enabled(connection):
+        pytest.skip("pgvector's codes")
+    _, version, vectors = ingest_many(4)
+    sql = (
+        f"SELECT {codes.BITS}::text, binary_quantize({pgvector.COLUMN})::text, "
+        f"binary_quantize(%s::vector)::text FROM documents_chunkvector "
+        "WHERE version_id = %s AND ordinal = 1 AND embedder = %s"
+    )
+    params = [pgvector.literal(codes.asked(vectors[1], E5)), version.pk, E5]
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX {codes.BITS_INDEX}")
+        cursor.execute(f"ALTER TABLE documents_chunkvector DROP COLUMN {codes.BITS}")
+        cursor.execute(
+            f"ALTER TABLE documents_chunkvector ADD COLUMN {codes.BITS} varbit "
+            f"GENERATED ALWAYS AS (binary_quantize({pgvector.COLUMN})) STORED"
+        )
+        cursor.execute(sql, params)
+        stored, plain, centred = cursor.fetchone()
+        assert stored == plain != centred
+        pgvector.ensure_schema(connection)
+        cursor.execute(sql, params)
+        stored, plain, centred = cursor.fetchone()
+        assert stored == centred != plain
+        cursor.execute("SELECT 1 FROM pg_class WHERE relname = %s", [codes.BITS_INDEX])
+        assert cursor.fetchone() is not None
+        # Already today's: nothing is made again (the column keeps its place in the table).
+        cursor.execute(
+            "SELECT attnum FROM pg_attribute WHERE attrelid = 'documents_chunkvector'::regclass "
+            "AND attname = %s",
+            [codes.BITS],
+        )
+        before = cursor.fetchone()
+        pgvector.ensure_schema(connection)
+        cursor.execute(
+            "SELECT attnum FROM pg_attribute WHERE attrelid = 'documents_chunkvector'::regclass "
+            "AND attname = %s",
+            [codes.BITS],
+        )
+        assert cursor.fetchone() == before
