@@ -18,6 +18,7 @@ import pytest
 from django.db import connection
 
 from documents.embedders.e5 import E5Embedder
+from documents.embedders.local import LocalModelEmbedder
 from documents.models import Chunk, ChunkVector, DocumentVersion, IndexEntry
 from documents.retrieval import backends, centres, codes, pgvector
 from documents.retrieval.index import search_index
@@ -63,7 +64,8 @@ def leaning(seed: int, queries: int = 40) -> tuple[np.ndarray, np.ndarray]:
 def test_e5_has_a_centre_and_the_default_model_does_not():
     assert centres.centre(E5) is not None and centres.centre(E5).shape == (DIMENSION,)
     assert np.linalg.norm(centres.centre(E5)) > 0.8  # the mean of unit vectors: they lean far
-    assert centres.centre("local-all-MiniLM-L6-v2-384") is None
+    assert centres.centre(LocalModelEmbedder().name) is None
+    assert set(centres.CENTRES) == {E5}
 
 
 def test_a_centred_code_compares_each_component_with_the_centres():
