@@ -96,7 +96,7 @@ def test_errors_have_the_openai_shape(server: Server, tokens: tuple[str, str]) -
     assert error_of(bad_limit.value)["param"] == "limit"
 
     unknown_path = httpx.get(
-        f"{server.base_url}/v1/nowhere", headers={"Authorization": f"Bearer {tokens[0]}"}
+        f"{server.base_url}/v1/nowhere", headers={"Authorization": f"Bearer {tokens[0]}"}, timeout=20
     )
     assert unknown_path.status_code == 404
     assert set(unknown_path.json()["error"]) == {"message", "type", "param", "code"}

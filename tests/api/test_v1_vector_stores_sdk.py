@@ -179,8 +179,13 @@ def test_the_sdk_runs_unchanged_against_the_platform(base_url: str, processes: P
     assert client.vector_stores.delete(store.id).deleted
     with pytest.raises(openai.NotFoundError):
         client.vector_stores.retrieve(store.id)
+    # As long as the SDK's own calls may take (httpx's default is 5 s: a loaded machine's first
+    # search in the server can take longer).
     everywhere = httpx.get(
-        f"{base_url}/api/search", params={"q": "rye dough baker"}, headers={"Authorization": f"Token {token}"}
+        f"{base_url}/api/search",
+        params={"q": "rye dough baker"},
+        headers={"Authorization": f"Token {token}"},
+        timeout=30,
     )
     assert everywhere.status_code == 200 and everywhere.json()["results"] == []
 
