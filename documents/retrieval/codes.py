@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,11 +53,11 @@ Documents = tuple[str, list[Any]]
 def quantised_sql(column: str) -> str:
     """The codes' expression over ``column``: its signs, of the vector minus its model's centre
     for a model that has one (``centres``)."""
-    branches = "".join(
-        f"WHEN embedder = {_literal(name)} THEN {column} - '{_floats(values)}'::vector "
-        for name, values in sorted(centres.CENTRES.items())
-    )
-    return f"binary_quantize(CASE {branches}ELSE {column} END)" if branches else f"binary_quantize({column})"
+
+    def centred(values: tuple[float, ...]) -> str:
+        return f"{column} - '{_floats(values)}'::vector"
+
+    return f"binary_quantize({_by_model(centred, column)})"
 
 
 def ensure_schema(cursor: Any, column: str) -> None:
@@ -96,6 +97,16 @@ def asked(vector: npt.NDArray[np.float32], embedder: str) -> npt.NDArray[np.floa
 def _floats(values: tuple[float, ...]) -> str:
     """pgvector's text form of the centre as the query side holds it (float32, exactly)."""
     return "[" + ",".join(map(repr, np.asarray(values, dtype=np.float32).tolist())) + "]"
+
+
+def _by_model(centred: Callable[[tuple[float, ...]], str], plain: str) -> str:
+    """A code's expression: ``centred(centre)`` for the rows of each model with a centre,
+    ``plain`` for every other row (``plain`` alone when no model has one)."""
+    branches = "".join(
+        f"WHEN embedder = {_literal(name)} THEN {centred(values)} "
+        for name, values in sorted(centres.CENTRES.items())
+    )
+    return f"CASE {branches}ELSE {plain} END" if branches else plain
 
 
 def _literal(name: str) -> str:
@@ -217,13 +228,12 @@ def float_keys(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.int64]:
 
 def sign_bits_sql() -> str:
     """The codes' expression: ``SIGN_BITS_SQL``, or ``CENTRED_SIGNS`` for a model with a centre."""
-    branches = []
-    for name, values in sorted(centres.CENTRES.items()):
+
+    def centred(values: tuple[float, ...]) -> str:
         keys = ",".join(map(str, float_keys(np.asarray(values, dtype=np.float32)).tolist()))
-        branches.append(
-            f"WHEN embedder = {_literal(name)} THEN {CENTRED_SIGNS}(vector, '{{{keys}}}'::int8[]) "
-        )
-    return f"CASE {''.join(branches)}ELSE {SIGN_BITS_SQL} END" if branches else SIGN_BITS_SQL
+        return f"{CENTRED_SIGNS}(vector, '{{{keys}}}'::int8[])"
+
+    return _by_model(centred, SIGN_BITS_SQL)
 
 
 # The first codes (migration 0007): one sign bit a dimension, a zero as a positive. Kept for the

@@ -24,6 +24,7 @@ from documents.retrieval import backends, centres, codes, pgvector
 from documents.retrieval.index import search_index
 from jobs.models import Status
 from tests.documents.helpers import make_tenant, run_until_idle, upload
+from tests.documents.test_retrieval_codes import tricky_vectors
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -124,8 +125,6 @@ def test_the_databases_code_of_an_e5_vector_is_the_centred_code_the_query_is_giv
     if connection.vendor != "postgresql":
         pytest.skip("the codes are PostgreSQL's")
     _, version, vectors = ingest_many(4)
-    from tests.documents.test_retrieval_codes import tricky_vectors
-
     special = [*tricky_vectors(DIMENSION), *vectors]
     if pgvector.enabled(connection):  # the graph's half-precision copy holds up to 65,504
         special = [v for v in special if np.abs(v).max() < 65504]
