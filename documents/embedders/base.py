@@ -51,7 +51,9 @@ class Embedder(Protocol):
     # vectors of a Chinese query are noise) and ``similarity_confident`` (the cosine from which a
     # best neighbour is a real match; see ``documents.retrieval.fusion.dense_confidence``), and
     # ``fusion_separation`` (how hybrid search measures how clear a list is: a
-    # ``documents.retrieval.fusion.Separation``, the shipped measure when absent).
+    # ``documents.retrieval.fusion.Separation``, the shipped measure when absent), and
+    # ``chunk_tokens`` (target, maximum): the chunk sizes, in its tokens, its ranking was measured
+    # best at, which bound the settings' sizes (documents/stages/chunk.py).
 
 
 def normalise_rows(matrix: npt.NDArray[Any]) -> Vectors:

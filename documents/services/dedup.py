@@ -30,12 +30,16 @@ from jobs.models import Status
 def processing_key(chunking: dict[str, Any] | None = None) -> str:
     """What the outputs depend on besides the bytes: the chunker's sizes and the embedder (and a
     /v1 static chunking strategy, which replaces the sizes)."""
+    embedder = configured_embedder()
     parts: dict[str, Any] = {
         "chunk_target_tokens": settings.CHUNK_TARGET_TOKENS,
         "chunk_max_tokens": settings.CHUNK_MAX_TOKENS,
-        "embedder": configured_embedder().name,
+        "embedder": embedder.name,
         "chunking_scheme": CHUNKING_SCHEME,
     }
+    best = getattr(embedder, "chunk_tokens", None)
+    if best is not None:  # the sizes it bounds the settings' by (absent: the key as it always was)
+        parts["embedder_chunk_tokens"] = list(best)
     if chunking and chunking.get("type") == "static":
         parts["static_chunking"] = chunking.get("static")
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]

@@ -8,6 +8,7 @@ by meaning. While a re-index runs, the smaller window of the two embedders bound
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
@@ -40,16 +41,23 @@ def input_pages(version_id: uuid.UUID) -> list[ChunkInputPage]:
     return pages
 
 
-def chunk_sizes(strategy: Any) -> tuple[int, int, int]:
+def chunk_sizes(strategy: Any, embedders: Sequence[Embedder] = ()) -> tuple[int, int, int]:
     """Target, maximum (without the overlap) and overlap in tokens: the settings', or those of
     the static chunking strategy a /v1 vector store file asked for (its maximum includes the
-    overlap). The /v1 API reports the same numbers as the file's chunking strategy."""
+    overlap). The /v1 API reports the same numbers as the file's chunking strategy.
+
+    The settings' sizes are also bounded by the sizes an embedder declares it ranks best at
+    (``chunk_tokens``); a static strategy is what its caller asked for, bounded by the window only."""
     target, maximum = settings.CHUNK_TARGET_TOKENS, settings.CHUNK_MAX_TOKENS
     static = (
         strategy.get("static") if isinstance(strategy, dict) and strategy.get("type") == "static" else None
     )
     if not isinstance(static, dict):
-        return target, maximum, 0
+        for embedder in embedders:
+            best = getattr(embedder, "chunk_tokens", None)
+            if best is not None:
+                target, maximum = min(target, best[0]), min(maximum, best[1])
+        return min(target, maximum), maximum, 0
     overlap = int(static["chunk_overlap_tokens"])
     maximum = int(static["max_chunk_size_tokens"]) - overlap
     return min(target, maximum), maximum, overlap
@@ -91,9 +99,10 @@ def run(ctx: StageContext) -> None:
                 DocumentVersion.objects.filter(pk=version.pk).update(chunking=source.chunking)
             return
     strategy, title = version.document.chunking_strategy, version.document.title
-    target, maximum, overlap = chunk_sizes(strategy)
-    # The tokens of the embedder with the smallest window (two while a re-index runs).
-    embedder = min(tenant_embedders(version.document.tenant), key=lambda e: e.window)
+    embedders = tenant_embedders(version.document.tenant)  # two while a re-index runs
+    target, maximum, overlap = chunk_sizes(strategy, embedders)
+    # The tokens of the embedder with the smallest window.
+    embedder = min(embedders, key=lambda e: e.window)
     maximum, overlap = sizes_for(embedder, maximum, overlap)
     chunks = chunk_for_model(
         input_pages(version.pk),
