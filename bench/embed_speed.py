@@ -74,11 +74,14 @@ def real_chunks(pages: list[dict[str, str]]) -> list[str]:
     return [text for document in real_documents(pages) for text in document]
 
 
-def real_documents(pages: list[dict[str, str]]) -> list[list[str]]:
-    """``real_chunks`` of each page apart: one uploaded document's chunks."""
+def real_documents(
+    pages: list[dict[str, str]], counter: Any = None, target: int = 350, maximum: int = 500
+) -> list[list[str]]:
+    """``real_chunks`` of each page apart: one uploaded document's chunks. ``counter``: the
+    embedder whose tokens and window cut them (the default model's when None)."""
     from documents.engines.chunking import Block, ChunkInputPage, chunk_for_model, embedded_text
 
-    counter = embedder_of(TODAY)
+    counter = counter or embedder_of(TODAY)
     documents: list[list[str]] = []
     for n, page in enumerate(pages):
         title = f"p{n}.txt"  # as an upload through the API names it
@@ -88,8 +91,8 @@ def real_documents(pages: list[dict[str, str]]) -> list[list[str]]:
             title=title,
             count=counter.count_tokens,
             window=counter.window,
-            target_tokens=350,
-            max_tokens=500,
+            target_tokens=min(target, maximum),
+            max_tokens=maximum,
         )
         documents.append([embedded_text(title, chunk.text) for chunk in chunks])
     return documents
