@@ -71,9 +71,17 @@ def test_a_worker_killed_mid_run_is_taken_over_and_the_run_resumes(processes: Pr
     job = reload_job(run.job_id)
     assert job.status == Status.READY, processes.logs()
     assert ("take_over", "reaper") in JobEvent.objects.filter(job=job).values_list("name", "actor")
-    runs = list(StageRun.objects.filter(job=job, stage="search").order_by("started_at"))
-    assert [r.outcome for r in runs] == ["lost", "advanced"]
-    take_over = JobEvent.objects.get(job=job, name="take_over")
+    outcomes = list(
+        StageRun.objects.filter(job=job, stage="search")
+        .order_by("started_at")
+        .values_list("outcome", flat=True)
+    )
+    # The killed run is lost and one run ends the stage. On a loaded machine a taking-over worker
+    # may miss its 3-second lease too and be taken over in its turn: lost again, never advanced twice.
+    assert outcomes[0] == "lost" and outcomes[-1] == "advanced", outcomes
+    assert set(outcomes[1:-1]) <= {"lost"}, outcomes
+    take_over = JobEvent.objects.filter(job=job, name="take_over").order_by("pk").first()
+    assert take_over is not None
     resumed_at = (
         JobEvent.objects.filter(job=job, pk__gt=take_over.pk, name="progress", stage="search")
         .order_by("pk")
