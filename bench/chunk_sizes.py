@@ -22,15 +22,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import common
+from bench import common, eval_corpus
 from bench.common import say
+from bench.embed_speed import real_documents
+from bench.retrieval_quality import LANGS, bm25_ranks, metrics, rank_of
 
 SIZES = "350/500,300/350,250/256,200/256,150/200"
 
 
 def page_mrr(corpus: list[dict[str, str]], documents: list[list[str]], embedder: Any) -> dict[str, float]:
     """MRR@10 per language of each page's query against the pages ranked by their best chunk."""
-    from documents.embedders.base import embed_queries
+    from documents.embedders.base import embed_queries  # after Django's setup, as the project's modules
 
     owner = np.array([n for n, chunks in enumerate(documents) for _ in chunks])
     vectors = np.asarray(embedder.embed([text for chunks in documents for text in chunks]), dtype=np.float32)
@@ -38,16 +40,14 @@ def page_mrr(corpus: list[dict[str, str]], documents: list[list[str]], embedder:
     scores = queries @ vectors.T
     best = np.full((len(corpus), len(documents)), -np.inf, dtype=np.float32)
     np.maximum.at(best.T, owner, scores.T)
-    found: dict[str, list[float]] = {}
+    ranks: dict[str, list[int | None]] = {}
     for n, page in enumerate(corpus):
-        top = np.argsort(-best[n], kind="stable")[:10].tolist()
-        found.setdefault(page["lang"], []).append(1 / (top.index(n) + 1) if n in top else 0.0)
-    return {lang: float(np.mean(values)) for lang, values in sorted(found.items())}
+        ranked = [str(i) for i in np.argsort(-best[n], kind="stable")[:10]]
+        ranks.setdefault(page["lang"], []).append(rank_of(str(n), ranked))
+    return {lang: round(metrics(found)["mrr@10"], 3) for lang, found in sorted(ranks.items())}
 
 
 def bm25_mrr(corpus: list[dict[str, str]]) -> dict[str, float]:
-    from bench.retrieval_quality import LANGS, bm25_ranks, metrics
-
     ranks = bm25_ranks(corpus)
     return {lang: round(metrics(ranks[lang])["mrr@10"], 3) for lang in LANGS}
 
@@ -59,8 +59,6 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=300, help="pages per language of each corpus")
     args = parser.parse_args()
     common.setup_django({"DJANGO_SETTINGS_MODULE": "config.settings"})
-    from bench import eval_corpus
-    from bench.embed_speed import real_documents
     from documents.embedders import get_embedder
 
     embedder = get_embedder(args.embedder)
@@ -74,8 +72,9 @@ def main() -> None:
         for target, maximum in sizes:
             documents = real_documents(corpus, embedder, target, maximum)
             chunks = sum(len(d) for d in documents)
-            figures = {lang: round(value, 3) for lang, value in page_mrr(corpus, documents, embedder).items()}
-            say(f"{source:8} {f'{target}/{maximum}':>11} {chunks:>7}  {figures}")
+            say(
+                f"{source:8} {f'{target}/{maximum}':>11} {chunks:>7}  {page_mrr(corpus, documents, embedder)}"
+            )
 
 
 if __name__ == "__main__":
