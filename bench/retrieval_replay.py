@@ -15,7 +15,7 @@ what every chunk of a document holds (all of it, whether title or not) or its ti
 databases rank: ``backends.PAGE_WEIGHT``);
 ``REPLAY_ONLY=<part of a variant's name>`` runs the variants so named only.
 
-    .venv/bin/python bench/retrieval_replay.py [--pages N] [--max-chars N] [--document]
+    .venv/bin/python bench/retrieval_replay.py [--pages N] [--max-chars N] [--source debian] [--document]
 """
 
 from __future__ import annotations
@@ -168,6 +168,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=100, help="pages per language")
     parser.add_argument("--max-chars", type=int, default=3000)
+    parser.add_argument("--source", choices=("manuals", "debian"), default="manuals", help="the corpus")
     parser.add_argument(
         "--document",
         action="store_true",
@@ -179,15 +180,18 @@ def main() -> None:
     from bench import eval_corpus
 
     common.header("Retrieval replay (full text, in Python)")
-    pages = eval_corpus.build(args.pages, args.max_chars)
+    pages = eval_corpus.build(args.pages, args.max_chars, source=args.source)
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as var:
         common.setup_django(common.base_env(settings="config.settings", database_url="", var_dir=Path(var)))
         os.environ.pop("DATABASE_URL", None)
         from documents.embedders import configured_embedder
         from documents.engines.chunking import Block, ChunkInputPage, chunk_for_model, embedded_text
         from documents.retrieval.text import query_tokens, search_text
+        from documents.stages.chunk import chunk_sizes
 
         embedder = configured_embedder()
+        # The sizes the chunk stage cuts by: the settings' bounded by the embedder's own.
+        target, maximum, _ = chunk_sizes(None, [embedder])
         chunks: list[Entry] = []
         whole: list[Entry] = []
         for i, page in enumerate(pages):
@@ -197,6 +201,8 @@ def main() -> None:
                 title=title,
                 count=embedder.count_tokens,
                 window=embedder.window,
+                target_tokens=target,
+                max_tokens=maximum,
             )
             texts = [search_text(embedded_text(title, c.text)).split() for c in cut]
             # What each chunk's text opens with (the title, unless the text starts with it).

@@ -129,6 +129,16 @@ def tenant_embedder_name(tenant: Tenant) -> str:
     return tenant.active_embedder
 
 
+def embedders_as_loaded(tenant: Tenant) -> list[Embedder]:
+    """:func:`tenant_embedders` as ``tenant``'s loaded row names them, read and written nowhere:
+    for a report that must cost no query (what a file's chunks will be cut by). A tenant that
+    has not searched yet has no active embedder recorded: the configured one is what it gets."""
+    active = embedder_for(tenant.active_embedder)
+    if tenant.target_embedder and tenant.target_embedder != active.name:
+        return [active, embedder_for(tenant.target_embedder)]
+    return [active]
+
+
 def tenant_embedders(tenant: Tenant) -> list[Embedder]:
     """What a new version is embedded with: the active embedder and, during a re-index, the
     target (both read fresh: a re-index may have started or switched since ``tenant`` was

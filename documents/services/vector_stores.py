@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, QuerySet, Sum
 from django.utils import timezone
 
+from documents.embedders import embedders_as_loaded
 from documents.models import (
     Collection,
     Document,
@@ -32,7 +33,7 @@ from documents.services.collections import collection_create, collection_delete,
 from documents.services.delete import document_delete
 from documents.services.files import file_read
 from documents.services.upload import document_upload
-from documents.stages.chunk import chunk_sizes, sizes_used
+from documents.stages.chunk import planned_sizes, sizes_used
 from jobs.errors import JobConflict, UserAction, get_cause
 from jobs.models import Actor, Job, Status
 from jobs.services.lifecycle import job_cancel
@@ -247,15 +248,17 @@ def file_attach(
 
 def live_files(collection: Collection, visible: QuerySet[Document] | None = None) -> Any:
     """The store's files: every live document of the collection (of ``visible`` when given:
-    ``selectors.visible_documents``, what the caller may see), with its latest job."""
+    ``selectors.visible_documents``, what the caller may see), with its latest job and tenant."""
     documents = Document.objects.all() if visible is None else visible
-    return documents.filter(collection=collection, deleted_at=None).select_related("latest_version__job")
+    live = documents.filter(collection=collection, deleted_at=None)
+    return live.select_related("latest_version__job", "tenant")
 
 
 def attached_file(
     tenant: Tenant, ref: str, file_id: str, visible: QuerySet[Document] | None = None
 ) -> Document | None:
-    """A store's file (its document) with its version and job in one query (the SDK polls it)."""
+    """A store's file (its document) with its version, job and tenant in one query (the SDK polls
+    it)."""
     if not isinstance(ref, str) or not ref.startswith("vs_"):
         return None
     try:
@@ -264,7 +267,7 @@ def attached_file(
         return None
     documents = Document.objects.all() if visible is None else visible
     found = documents.filter(collection_id=pk, collection__tenant=tenant, deleted_at=None, file_id=file_id)
-    result: Document | None = found.select_related("latest_version__job").first()
+    result: Document | None = found.select_related("latest_version__job", "tenant").first()
     return result
 
 
@@ -282,11 +285,15 @@ def document_of_file(
 def chunking_used(document: Document) -> dict[str, Any]:
     """The chunking of the document's latest version as OpenAI's static strategy: the sizes its
     chunks were cut with, or (before the chunk stage ran) those it will cut them with: the static
-    sizes a /v1 attachment asked for, or the settings'."""
+    sizes a /v1 attachment asked for, or the settings', as the workspace's embedders bound them
+    (their windows, and the sizes they rank best at). The document's tenant comes with it
+    (``select_related``): the poll that reports this reads nothing more for it."""
     version = document.latest_version
     recorded = version.chunking if version is not None else None
     if not isinstance(recorded, dict):
-        _target, maximum, overlap = chunk_sizes(document.chunking_strategy)
+        _target, maximum, overlap, _ = planned_sizes(
+            document.chunking_strategy, embedders_as_loaded(document.tenant)
+        )
         recorded = sizes_used(maximum, overlap)
     # Only OpenAI's two sizes: the version also records the tokenizer and window they count by.
     sizes = {

@@ -76,6 +76,16 @@ def sizes_for(embedder: Embedder, maximum: int, overlap: int) -> tuple[int, int]
     return limit - overlap, overlap
 
 
+def planned_sizes(strategy: Any, embedders: Sequence[Embedder]) -> tuple[int, int, int, Embedder]:
+    """Target, maximum and overlap the stage cuts by for ``embedders`` (the tenant's: two while a
+    re-index runs), and the embedder whose tokens they count: the one with the smallest window,
+    which bounds the whole chunk."""
+    target, maximum, overlap = chunk_sizes(strategy, embedders)
+    embedder = min(embedders, key=lambda e: e.window)
+    maximum, overlap = sizes_for(embedder, maximum, overlap)
+    return min(target, maximum), maximum, overlap, embedder
+
+
 def chunking_record(embedder: Embedder, maximum: int, overlap: int) -> dict[str, object]:
     """What a version records of how its chunks were cut: the sizes (OpenAI's words), and the
     tokenizer, window and scheme they were measured by. A version cut for another embedder or
@@ -100,16 +110,13 @@ def run(ctx: StageContext) -> None:
             return
     strategy, title = version.document.chunking_strategy, version.document.title
     embedders = tenant_embedders(version.document.tenant)  # two while a re-index runs
-    target, maximum, overlap = chunk_sizes(strategy, embedders)
-    # The tokens of the embedder with the smallest window.
-    embedder = min(embedders, key=lambda e: e.window)
-    maximum, overlap = sizes_for(embedder, maximum, overlap)
+    target, maximum, overlap, embedder = planned_sizes(strategy, embedders)
     chunks = chunk_for_model(
         input_pages(version.pk),
         title=title,
         count=embedder.count_tokens,
         window=embedder.window,
-        target_tokens=min(target, maximum),
+        target_tokens=target,
         max_tokens=maximum,
         overlap_tokens=overlap,
     )

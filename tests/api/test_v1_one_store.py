@@ -172,6 +172,38 @@ def test_a_store_file_reports_the_chunk_sizes_the_chunker_used(alice: Caller, se
         assert (answer["status"], answer["chunking_strategy"]) == ("completed", expected)
 
 
+def test_before_its_chunks_are_cut_a_file_reports_the_sizes_they_will_be_cut_with(
+    alice: Caller, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The workspace's embedder bounds the settings' sizes (by the sizes it ranks best at, as e5
+    # declares, and by its window): the answer while the file waits is the one it gives when done.
+    from documents.embedders.hashing import HashingEmbedder
+
+    settings.CHUNK_TARGET_TOKENS, settings.CHUNK_MAX_TOKENS = 350, 500
+    monkeypatch.setattr(HashingEmbedder, "chunk_tokens", (60, 80), raising=False)
+    client = v1(alice)
+    store = client.post("/v1/vector_stores", {"name": "Planned"}, format="json").json()["id"]
+    text = " ".join(f"The keeper of lighthouse {n} wrote down the weather." for n in range(60))
+    made = client.post(
+        "/v1/files",
+        {"file": SimpleUploadedFile("keeper.txt", text.encode()), "purpose": "assistants"},
+        format="multipart",
+    ).json()["id"]
+    attached = client.post(f"/v1/vector_stores/{store}/files", {"file_id": made}, format="json").json()
+    planned = {"type": "static", "static": {"max_chunk_size_tokens": 80, "chunk_overlap_tokens": 0}}
+    waiting = client.get(f"/v1/vector_stores/{store}/files/{made}").json()
+    assert (attached["chunking_strategy"], waiting["status"]) == (planned, "in_progress")
+    assert waiting["chunking_strategy"] == planned
+    assert store_files(client, store)[0]["chunking_strategy"] == planned
+
+    drive(attached["job_id"])
+    done = client.get(f"/v1/vector_stores/{store}/files/{made}").json()
+    assert (done["status"], done["chunking_strategy"]) == ("completed", planned)
+    version = DocumentVersion.objects.get(document_id=done["document_id"])
+    assert version.chunking is not None and version.chunking["max_chunk_size_tokens"] == 80
+    assert version.chunks.count() > 3
+
+
 def test_a_version_made_from_a_copy_records_the_sizes_of_the_chunks_it_copied(alice: Caller) -> None:
     text = "The ferry left the quay at nine and returned before the fog."
     first, second = upload(alice, "a.txt", text), upload(alice, "b.txt", text)
