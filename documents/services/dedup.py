@@ -15,31 +15,38 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
 from django.db.models import F
 
 from documents.embedders import configured_embedder
+from documents.embedders.base import Embedder
 from documents.engines.chunking import CHUNKING_SCHEME
 from documents.models import Chunk, DocumentVersion, Page, Tenant
 from documents.retrieval.index import search_index
 from jobs.models import Status
 
 
-def processing_key(chunking: dict[str, Any] | None = None) -> str:
-    """What the outputs depend on besides the bytes: the chunker's sizes and the embedder (and a
-    /v1 static chunking strategy, which replaces the sizes)."""
-    embedder = configured_embedder()
+def processing_key(chunking: dict[str, Any] | None = None, embedders: Sequence[Embedder] = ()) -> str:
+    """What the outputs depend on besides the bytes: the chunker's sizes and the embedders
+    (``tenant_embedders``: what the chunk stage cuts for and the embedding stage embeds with; the
+    configured one when none are given), and a /v1 static chunking strategy, which replaces the
+    sizes. So a workspace re-indexed onto another model does not copy, for the same bytes, chunks
+    cut for the old one: uploading them again cuts them anew (docs/upgrading.md)."""
+    embedders = list(embedders) or [configured_embedder()]
     parts: dict[str, Any] = {
         "chunk_target_tokens": settings.CHUNK_TARGET_TOKENS,
         "chunk_max_tokens": settings.CHUNK_MAX_TOKENS,
-        "embedder": embedder.name,
+        "embedder": embedders[0].name,
         "chunking_scheme": CHUNKING_SCHEME,
     }
-    best = getattr(embedder, "chunk_tokens", None)
-    if best is not None:  # the sizes it bounds the settings' by (absent: the key as it always was)
-        parts["embedder_chunk_tokens"] = list(best)
+    if len(embedders) > 1:  # during a re-index: cut for both
+        parts["target_embedder"] = embedders[1].name
+    declared = [best for best in (getattr(e, "chunk_tokens", None) for e in embedders) if best is not None]
+    if declared:  # the sizes they bound the settings' by (none: the key as it always was)
+        parts["embedder_chunk_tokens"] = [min(b[0] for b in declared), min(b[1] for b in declared)]
     if chunking and chunking.get("type") == "static":
         parts["static_chunking"] = chunking.get("static")
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]

@@ -23,6 +23,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
+from documents.embedders import tenant_embedders
 from documents.engines.validation import UploadRejected, ValidatedUpload, validate_upload
 from documents.kinds import INGEST as KIND
 from documents.models import Collection, Document, DocumentVersion, Tenant
@@ -202,7 +203,8 @@ def _create_version(
             if attributes is not None:
                 changes["attributes"] = attributes
         number = document.latest_number + 1
-        key = processing_key(chunking)  # a /v1 static chunking is part of what outputs depend on
+        # A /v1 static chunking and the workspace's embedders are part of what outputs depend on.
+        key = processing_key(chunking, tenant_embedders(tenant))
         # Dedup (one rule for every entry point): the same bytes, published and verified in this
         # tenant with the same settings, are copied by the stages, not processed again.
         reused_from = reusable_version(tenant, checked.sha256, key)

@@ -18,7 +18,7 @@ import pytest
 from django.db import connection
 
 from documents.kinds import REINDEX as KIND
-from documents.models import ChunkVector, Tenant, WebhookMessage
+from documents.models import ChunkVector, DocumentVersion, Tenant, WebhookMessage
 from documents.search import search
 from documents.services.reindex import ReindexRefused, reindex_start, retired_vectors_sweep
 from documents.services.webhooks import webhook_endpoint_create
@@ -274,3 +274,22 @@ def test_a_version_embedded_before_the_switch_and_published_after_gets_the_new_v
     assert [run.error_code for run in runs.all()] == ["vectors_missing", ""]
     hits = search(Tenant.objects.get(pk=tenant.pk), "heron reed weir", k=3, mode="semantic")
     assert hits and hits[0].version_id == result.version.pk
+
+
+def test_after_a_reindex_the_same_bytes_are_cut_anew_for_the_new_embedder_not_copied(tenant, settings):
+    # Dedup copies a published version's outputs for the same bytes made with the same settings:
+    # the workspace's embedder is one of them, whatever the deployment's configured one is.
+    text = "The lock keeper opened the upper gates when the barge signalled twice."
+    first = ingest(tenant, "lock.txt", text)
+    again = ingest(tenant, "lock-again.txt", text)
+    assert again.reused_from_id == first.pk  # same embedder: copied, not processed
+
+    assert run_until_idle(reindex_start(tenant=tenant, embedder="hashing:512").pk).status == Status.READY
+    assert Tenant.objects.get(pk=tenant.pk).active_embedder == NEW
+    after = ingest(tenant, "lock-after.txt", text)
+    assert after.reused_from_id is None  # cut and embedded for the new embedder
+    cut_for = dict(DocumentVersion.objects.filter(pk__in=[first.pk, after.pk]).values_list("pk", "chunking"))
+    assert (cut_for[first.pk]["tokens_of"], cut_for[after.pk]["tokens_of"]) == (OLD, NEW)
+    assert set(ChunkVector.objects.filter(version=after).values_list("embedder", flat=True)) == {NEW}
+    # Made for the new embedder, it is the one the same bytes copy from now on.
+    assert ingest(tenant, "lock-last.txt", text).reused_from_id == after.pk
