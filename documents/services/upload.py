@@ -23,7 +23,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
-from documents.embedders import tenant_embedders
+from documents.embedders import embedders_as_loaded
 from documents.engines.validation import UploadRejected, ValidatedUpload, validate_upload
 from documents.kinds import INGEST as KIND
 from documents.models import Collection, Document, DocumentVersion, Tenant
@@ -204,7 +204,9 @@ def _create_version(
                 changes["attributes"] = attributes
         number = document.latest_number + 1
         # A /v1 static chunking and the workspace's embedders are part of what outputs depend on.
-        key = processing_key(chunking, tenant_embedders(tenant))
+        # The embedders as the request's tenant row names them (no read per file): should a
+        # re-index switch meanwhile, the key is the one every version before the switch has.
+        key = processing_key(chunking, embedders_as_loaded(tenant))
         # Dedup (one rule for every entry point): the same bytes, published and verified in this
         # tenant with the same settings, are copied by the stages, not processed again.
         reused_from = reusable_version(tenant, checked.sha256, key)
