@@ -8,6 +8,10 @@ the first rank that matches it: five chunks of one relevant document are one fin
 - ``MRR@k``: 1 / the rank of the first relevant item within ``k`` (0 when none);
 - ``nDCG@k``: discounted cumulative gain ``(2**grade - 1) / log2(rank + 1)`` over the first ``k``,
   divided by the gain of the ideal order of the labels (as Elasticsearch's ``_rank_eval`` does).
+
+Two runs over the same queries compare by :func:`paired_difference`: the mean change of a metric
+per query, with the 95 % interval of that mean (Student's t over the paired differences), so a
+reader can tell a change from the noise of a few hundred queries.
 """
 
 from __future__ import annotations
@@ -81,3 +85,51 @@ def mean(rows: Sequence[Mapping[str, float]]) -> Summary:
     if not rows:
         return Summary(0, dict.fromkeys(NAMES, 0.0))
     return Summary(len(rows), {name: sum(row[name] for row in rows) / len(rows) for name in NAMES})
+
+
+# Student's t for a two-sided 95 % interval, by degrees of freedom: 1-30, then 40, 60 and 120.
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042)  # fmt: skip
+_T95_LARGE = ((120, 1.980), (60, 2.000), (40, 2.021))
+
+
+def t95(freedom: int) -> float:
+    """Student's t for a two-sided 95 % interval with ``freedom`` degrees of freedom: the value
+    of the largest tabulated freedom not above it, so the interval is never narrower than the
+    exact one."""
+    if freedom <= len(_T95):
+        return _T95[freedom - 1]
+    for least, value in _T95_LARGE:
+        if freedom >= least:
+            return value
+    return _T95[-1]
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The mean of ``after - before`` over the same queries and its 95 % interval."""
+
+    queries: int
+    mean: float
+    low: float
+    high: float
+
+    @property
+    def verdict(self) -> str:
+        """``better`` or ``worse`` when the whole interval is on that side of 0, else ``unclear``."""
+        return "better" if self.low > 0 else "worse" if self.high < 0 else "unclear"
+
+
+def paired_difference(before: Sequence[float], after: Sequence[float]) -> Difference | None:
+    """The change of one metric from ``before`` to ``after`` (the same queries, in the same
+    order), with its 95 % interval: the mean difference plus and minus t times its standard error
+    (the differences' sample deviation over the root of their number). None under two queries."""
+    differences = [b - a for a, b in zip(before, after, strict=True)]
+    n = len(differences)
+    if n < 2:
+        return None
+    average = sum(differences) / n
+    deviation = math.sqrt(sum((d - average) ** 2 for d in differences) / (n - 1))
+    half = t95(n - 1) * deviation / math.sqrt(n)
+    return Difference(n, average, average - half, average + half)

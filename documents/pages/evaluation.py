@@ -191,7 +191,12 @@ def compare_page(request: HttpRequest, tenant: Tenant, run_id: str, other_id: st
         base, other, shown=None if viewer.principals is None else partial(queries_in_sight, viewer)
     )
     deltas = [
-        {"mode": mode, "language": language, "values": [d.get(n, 0) for n in NAMES]}
+        {
+            "mode": mode,
+            "language": language,
+            "values": [d.get(n, 0) for n in NAMES],
+            "interval": compared["intervals"].get(mode, {}).get(language),
+        }
         for mode, languages in compared["deltas"].items()
         for language, d in languages.items()
     ]

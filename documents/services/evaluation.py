@@ -14,6 +14,7 @@ from django.utils.translation import gettext_noop
 
 from documents.embedders import UnknownEmbedder, embedder_for, tenant_embedder_name
 from documents.evaluation.labels import LabelsInvalid, ParsedQuery, chunk_key, document_key, parse_jsonl
+from documents.evaluation.metrics import paired_difference
 from documents.evaluation.models import (
     EvaluationResult,
     EvaluationRun,
@@ -222,10 +223,12 @@ def runs_compare(
     metric: str = "mrr@10",
     shown: Callable[[Iterable[Any]], set[Any]] | None = None,
 ) -> dict[str, Any]:
-    """``other`` against ``base``: the summary deltas per mode and language, and per query and
-    mode whether ``other`` won, lost or tied on ``metric``. With ``shown`` (query ids to the
-    ones the reader may see: ``selectors.queries_in_sight``) the per-query rows and their wins,
-    losses and ties are those queries' only; the deltas stay the whole set's figures."""
+    """``other`` against ``base``: the summary deltas per mode and language, each with the 95 %
+    interval of ``metric``'s mean change over the queries both runs answered and whether the
+    change is clear of that noise (``metrics.paired_difference``), and per query and mode whether
+    ``other`` won, lost or tied on ``metric``. With ``shown`` (query ids to the ones the reader
+    may see: ``selectors.queries_in_sight``) the per-query rows and their wins, losses and ties
+    are those queries' only; the deltas and intervals stay the whole set's figures."""
     rows = {
         (r.query_id, r.mode): r
         for r in EvaluationResult.objects.filter(run=base).only("query_id", "mode", "figures")
@@ -233,9 +236,15 @@ def runs_compare(
     results = list(EvaluationResult.objects.filter(run=other).order_by("query_id", "mode"))
     allowed = None if shown is None else shown({r.query_id for r in results if r.query_id is not None})
     outcomes = []
+    pairs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
     for result in results:
         mine = rows.get((result.query_id, result.mode))
-        if mine is None or (allowed is not None and result.query_id not in allowed):
+        if mine is None:
+            continue
+        paired = pairs.setdefault((result.mode, result.language), ([], []))
+        paired[0].append(mine.figures[metric])
+        paired[1].append(result.figures[metric])
+        if allowed is not None and result.query_id not in allowed:
             continue
         outcomes.append(
             QueryOutcome(
@@ -250,9 +259,21 @@ def runs_compare(
                 deltas.setdefault(mode, {})[language] = {
                     k: round(v - was[k], 4) for k, v in figures.items() if k != "queries" and k in was
                 }
+    intervals: dict[str, dict[str, dict[str, Any]]] = {}
+    for (mode, language), (before, after) in sorted(pairs.items()):
+        change = paired_difference(before, after)
+        if change is not None:
+            intervals.setdefault(mode, {})[language] = {
+                "queries": change.queries,
+                "mean": round(change.mean, 4),
+                "low": round(change.low, 4),
+                "high": round(change.high, 4),
+                "verdict": change.verdict,
+            }
     return {
         "metric": metric,
         "deltas": deltas,
+        "intervals": intervals,
         "wins": sum(o.outcome == "win" for o in outcomes),
         "losses": sum(o.outcome == "loss" for o in outcomes),
         "ties": sum(o.outcome == "tie" for o in outcomes),

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from documents.evaluation.models import LabelCandidate, LabelledQuery
+from documents.evaluation.models import EvaluationRun, LabelCandidate, LabelledQuery
 from documents.models import Chunk, Tenant
 from documents.services.collections import default_collection
 from jobs.models import Status
@@ -52,7 +52,7 @@ def test_a_set_is_created_imported_run_read_and_compared(alice):
     assert [s["id"] for s in listed] == [set_id]
 
     body = lines(
-        {"query": "fishing boat harbour", "relevant": [ids[0]]},
+        {"query": "fishing boat harbour", "relevant": [ids[0]], "language": "en"},
         {"query": "orchard trees pruned", "relevant": [ids[1]], "grades": [2], "language": "en"},
     )
     imported = client.generic(
@@ -76,6 +76,15 @@ def test_a_set_is_created_imported_run_read_and_compared(alice):
     compared = client.get(f"/api/evaluation-runs/{runs[0]}/compare/{runs[1]}")
     assert compared.status_code == 200, compared.content
     assert compared.json()["wins"] + compared.json()["losses"] + compared.json()["ties"] == 6
+    # Each mode and language with two or more queries: the mean change of MRR@10 (the summary's
+    # delta) inside its 95 % interval, and what the interval says of it.
+    intervals = compared.json()["intervals"]
+    assert set(intervals) == {"lexical", "semantic", "hybrid"}
+    for mode, languages in intervals.items():
+        for language, change in languages.items():
+            assert change["queries"] >= 2 and change["low"] <= change["mean"] <= change["high"]
+            assert change["mean"] == compared.json()["deltas"][mode][language]["mrr@10"]
+            assert change["verdict"] in {"better", "worse", "unclear"}
 
     mallory = client_for("mallory", "globex")
     assert mallory.get(f"/api/evaluation-runs/{runs[0]}").status_code == 404
@@ -126,7 +135,12 @@ def test_the_command_runs_an_evaluation_and_prints_the_table(alice, tmp_path):
         "id"
     ]
     good = tmp_path / "good.jsonl"
-    good.write_bytes(lines({"query": "fishing boat harbour", "relevant": [ids[0]]}))
+    good.write_bytes(
+        lines(
+            {"query": "fishing boat harbour", "relevant": [ids[0]], "language": "en"},
+            {"query": "harbour master", "relevant": [ids[0]], "language": "en"},
+        )
+    )
     out = StringIO()
     call_command(
         "eval_search",
@@ -140,9 +154,29 @@ def test_the_command_runs_an_evaluation_and_prints_the_table(alice, tmp_path):
         stdout=out,
     )
     text = out.getvalue()
-    assert "imported 1 queries" in text
+    assert "imported 2 queries" in text
     assert "mode" in text and "mrr@10" in text
     assert any(line.startswith("lexical   all") and "1.0000" in line for line in text.splitlines())
+    # A second run compared with the first: per mode and language the change and its interval.
+    first = EvaluationRun.objects.get()
+    out = StringIO()
+    call_command(
+        "eval_search",
+        "--tenant",
+        "acme",
+        "--query-set",
+        set_id,
+        "--inline",
+        "--compare",
+        str(first.pk),
+        stdout=out,
+    )
+    text = out.getvalue()
+    assert f"against {first.pk}: 0 wins, 0 losses, 6 ties (mrr@10)" in text
+    assert (
+        "  lexical   en  mrr@10 +0.0000 (95 % interval +0.0000 to +0.0000, 2 queries): not clear of the noise"
+        in text
+    )
 
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b'{"query": "x"}')
@@ -154,7 +188,7 @@ def test_the_command_runs_an_evaluation_and_prints_the_table(alice, tmp_path):
         call_command("eval_search", "--tenant", "acme", "--query-set", "nope")
     with pytest.raises(CommandError, match="no workspace"):
         call_command("eval_search", "--tenant", "nobody", "--query-set", set_id)
-    assert LabelledQuery.objects.count() == 1
+    assert LabelledQuery.objects.count() == 2
 
 
 def test_a_gated_reindex_names_a_set_of_the_workspace(alice):

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from documents.evaluation.labels import LabelsInvalid
+from documents.evaluation.metrics import paired_difference
 from documents.evaluation.models import EvaluationResult, EvaluationRun, LabelledQuery
 from documents.models import Chunk, Tenant
 from documents.services.collections import default_collection
@@ -165,3 +166,22 @@ def test_two_runs_compare_per_query(corpus):
     assert len(compared["queries"]) == 4
     assert compared["wins"] + compared["losses"] + compared["ties"] == 4
     assert "semantic" in compared["deltas"]
+    # Per mode and language, the mean change of MRR@10 with its 95 % interval, from the same
+    # queries' rows; a language with one query has none (too few to tell).
+    by_language: dict[str, list[dict[str, Any]]] = {}
+    for row in compared["queries"]:
+        by_language.setdefault(row["language"], []).append(row)
+    assert sorted(len(rows) for rows in by_language.values()) == [1, 1, 2]
+    expected = {}
+    for language, rows in by_language.items():
+        change = paired_difference([r["base"] for r in rows], [r["other"] for r in rows])
+        if change is not None:
+            expected[language] = {
+                "queries": len(rows),
+                "mean": round(change.mean, 4),
+                "low": round(change.low, 4),
+                "high": round(change.high, 4),
+                "verdict": change.verdict,
+            }
+            assert expected[language]["mean"] == compared["deltas"]["semantic"][language]["mrr@10"]
+    assert len(expected) == 1 and compared["intervals"] == {"semantic": expected}

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from documents.evaluation.metrics import mean, score
+from documents.evaluation.metrics import mean, paired_difference, score, t95
 
 LOG2_3 = math.log2(3)
 LOG2_4 = 2.0
@@ -66,3 +66,36 @@ def test_mean_over_queries():
     assert summary.figures["mrr@10"] == pytest.approx(0.75)
     assert summary.figures["recall@1"] == pytest.approx(0.5)
     assert mean([]).figures["ndcg@10"] == 0.0
+
+
+def test_a_paired_difference_and_its_interval_by_hand():
+    # Four queries' reciprocal ranks before and after: differences 0, 0.5, 0.5, 0; mean 0.25,
+    # sample deviation sqrt(4 * 0.0625 / 3), standard error that over 2, t(3 freedoms) 3.182.
+    change = paired_difference([1.0, 0.5, 0.0, 1.0], [1.0, 1.0, 0.5, 1.0])
+    assert change is not None and change.queries == 4
+    half = 3.182 * math.sqrt(0.25 / 3) / 2
+    assert (change.mean, change.low, change.high) == pytest.approx((0.25, 0.25 - half, 0.25 + half))
+    assert change.low == pytest.approx(-0.20928, abs=1e-5)
+    assert change.verdict == "unclear"  # two of four queries gained: not clear of the noise
+
+
+def test_a_change_most_queries_agree_on_is_clear_either_way():
+    # Five of six queries gain 0.5, one nothing: mean 5/12, deviation sqrt(1/24), t(5) 2.571.
+    before, after = [0.5] * 6, [1.0, 1.0, 1.0, 1.0, 1.0, 0.5]
+    gained = paired_difference(before, after)
+    assert gained is not None
+    half = 2.571 * math.sqrt(1 / 24) / math.sqrt(6)
+    assert (gained.mean, gained.low) == pytest.approx((5 / 12, 5 / 12 - half))
+    assert gained.low == pytest.approx(0.20242, abs=1e-5) and gained.verdict == "better"
+    lost = paired_difference(after, before)
+    assert lost is not None and lost.high == pytest.approx(-gained.low) and lost.verdict == "worse"
+    # No change at all is no clear change; one query is too few to tell.
+    same = paired_difference([0.5, 1.0], [0.5, 1.0])
+    assert same is not None and (same.low, same.high, same.verdict) == (0.0, 0.0, "unclear")
+    assert paired_difference([0.5], [1.0]) is None
+
+
+def test_t_is_never_narrower_than_the_exact_value():
+    assert (t95(1), t95(30)) == (12.706, 2.042)
+    assert t95(35) == 2.042 and t95(40) == 2.021 and t95(59) == 2.021  # exact 2.030, 2.021, 2.001
+    assert t95(100) == 2.000 and t95(299) == 1.980  # exact 1.984, 1.968

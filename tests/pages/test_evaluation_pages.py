@@ -70,7 +70,13 @@ def test_the_evaluation_pages_walk_from_a_set_to_a_comparison(alice: Member, bob
     assert bad.status_code == 400
     assert "Line 2: &#x27;relevant&#x27; must be" in bad.content.decode()
     assert not LabelledQuery.objects.exists()
-    good = SimpleUploadedFile("q.jsonl", jsonl({"query": "fishing boat harbour", "relevant": [harbour]}))
+    good = SimpleUploadedFile(
+        "q.jsonl",
+        jsonl(
+            {"query": "fishing boat harbour", "relevant": [harbour]},
+            {"query": "harbour master", "relevant": [harbour]},
+        ),
+    )
     assert alice.client.post(url, {"action": "import", "query_set": set_id, "file": good}).status_code == 303
 
     first = start_finished_run(alice, url, set_id)
@@ -86,7 +92,13 @@ def test_the_evaluation_pages_walk_from_a_set_to_a_comparison(alice: Member, bob
 
     compare = alice.client.get(f"/evaluation/runs/{first.pk}/compare/{second.pk}")
     assert compare.status_code == 200
-    assert "0 wins, 0 losses, 3 ties" in compare.content.decode()
+    compared = compare.content.decode()
+    assert "0 wins, 0 losses, 6 ties" in compared
+    # Per mode and language, the interval of the mean change: two identical runs, none.
+    deltas = re.search(r'data-field="deltas".*?</table>', compared, re.S)
+    assert deltas is not None
+    assert deltas.group(0).count('<td data-field="interval">0.000 … 0.000</td>') == 3
+    assert deltas.group(0).count('<td data-field="verdict">not clear of the noise</td>') == 3
 
     assert bob.client.get(f"/evaluation/runs/{first.pk}").status_code == 404
     assert bob.client.get(url).status_code == 404

@@ -24,6 +24,9 @@ from documents.services.evaluation import EvaluationRefused, evaluation_start, q
 from jobs.executor import run_job
 from jobs.models import FINISHED, Actor, Job, Status
 
+# What a comparison's 95 % interval says of a mode and language's change (``paired_difference``).
+VERDICTS = {"better": "clearly better", "worse": "clearly worse", "unclear": "not clear of the noise"}
+
 
 def figures_table(run: EvaluationRun) -> list[str]:
     """The run's summary as a fixed-width table, a row per mode and language."""
@@ -78,6 +81,13 @@ class Command(BaseCommand):
                 f"against {base.pk}: {compared['wins']} wins, {compared['losses']} losses, "
                 f"{compared['ties']} ties ({compared['metric']})"
             )
+            for mode, languages in compared["intervals"].items():
+                for language, change in languages.items():
+                    self.stdout.write(
+                        f"  {mode:<9} {language:<3} {compared['metric']} {change['mean']:+.4f} "
+                        f"(95 % interval {change['low']:+.4f} to {change['high']:+.4f}, "
+                        f"{change['queries']} queries): {VERDICTS[change['verdict']]}"
+                    )
             for row in compared["queries"]:
                 if row["outcome"] != "tie":
                     self.stdout.write(
