@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import common
 from bench.common import say
 from bench.eval_corpus import CORPORA
+from documents.evaluation.metrics import paired_difference
 
 MODES = ("lexical", "semantic", "hybrid")
 LANGS = ("en", "zh")
@@ -62,6 +63,11 @@ def metrics(ranks: list[int | None]) -> dict[str, float]:
         "mrr@10": sum(1.0 / r for r in ranks if r is not None and r <= 10) / n,
         "n": len(ranks),
     }
+
+
+def reciprocal(ranks: list[int | None]) -> list[float]:
+    """Each query's reciprocal rank at 10 (what MRR@10 averages)."""
+    return [1.0 / r if r is not None and r <= 10 else 0.0 for r in ranks]
 
 
 def rank_of(target: str, ranked: list[str]) -> int | None:
@@ -321,6 +327,14 @@ def report(
                 + "  ".join(f"{row[lang]['recall@1']:.3f} / {row[lang]['mrr@10']:.3f}" for lang in LANGS)
             )
             for lang in LANGS:
+                # Is the difference from BM25 more than these queries' noise?
+                ours = reciprocal(run["ranks"][mode][lang])
+                change = paired_difference(reciprocal(bm25.get(lang, [])), ours)
+                if change is not None:
+                    say(
+                        f"{'':34} {'':9} {lang} against bm25s: {change.mean:+.3f} "
+                        f"(95 % interval {change.low:+.3f} to {change.high:+.3f}, {change.verdict})"
+                    )
                 target = base[lang]["mrr@10"] + (0.03 if mode == "hybrid" else 0.0)
                 extra = " + 0.03" if mode == "hybrid" else ""
                 verdicts.append(
