@@ -131,11 +131,16 @@ def tenant_embedder_name(tenant: Tenant) -> str:
 
 def embedders_as_loaded(tenant: Tenant) -> list[Embedder]:
     """:func:`tenant_embedders` as ``tenant``'s loaded row names them, read and written nowhere:
-    for a report that must cost no query (what a file's chunks will be cut by). A tenant that
-    has not searched yet has no active embedder recorded: the configured one is what it gets."""
-    active = embedder_for(tenant.active_embedder)
-    if tenant.target_embedder and tenant.target_embedder != active.name:
-        return [active, embedder_for(tenant.target_embedder)]
+    for what must cost no query (an upload's dedup key, the chunk sizes a waiting file reports).
+    A tenant that has not searched yet has no active embedder recorded: the configured one is what
+    it gets, as it is for a stored name this deployment cannot build (the stages that need the
+    embedder fail the job with the reason; an upload or a report does not fail on it)."""
+    try:
+        active = embedder_for(tenant.active_embedder)
+        if tenant.target_embedder and tenant.target_embedder != active.name:
+            return [active, embedder_for(tenant.target_embedder)]
+    except (ValueError, ImproperlyConfigured):  # UnknownEmbedder, or an embedder's own settings
+        return [configured_embedder()]
     return [active]
 
 

@@ -78,3 +78,21 @@ def test_the_chunk_stage_cuts_new_versions_by_the_embedders_sizes(
     after, record = chunked("again.txt")
     assert max(after) <= 80 and len(after) > 2 * len(before)
     assert record["max_chunk_size_tokens"] == 80
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_workspace_whose_embedder_this_deployment_cannot_build_still_takes_uploads(
+    settings, tmp_path: Path
+):
+    # The dedup key and a waiting file's sizes read the workspace's embedders from its loaded
+    # row; a stored name no longer available here is the stages' to report, not the upload's.
+    from documents.embedders import embedders_as_loaded
+    from documents.models import Tenant
+
+    settings.MEDIA_ROOT = tmp_path / "media"
+    tenant = make_tenant("acme")
+    Tenant.objects.filter(pk=tenant.pk).update(active_embedder="retired-model-v1")
+    tenant = Tenant.objects.get(pk=tenant.pk)
+    assert [e.name for e in embedders_as_loaded(tenant)] == [HashingEmbedder().name]
+    result = upload(tenant, SENTENCE.format(n=1).encode(), "keeper.txt")
+    assert result.job is not None and result.version.processing == processing_key()
