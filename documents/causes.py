@@ -120,6 +120,26 @@ EMBEDDING_AUTH = Cause(
     user_retryable=False,
     rule=_NO_RETRY,
 )
+# The workspace's embedder (its stored name) is not one this deployment can build: a model taken
+# out of the installation, or settings it needs missing. Retrying cannot help until an operator
+# acts; then the user (or the operator) processes the file again.
+EMBEDDER_UNAVAILABLE = Cause(
+    "embedder_unavailable",
+    _(
+        "This workspace's embedding model is not available on the server; nothing is wrong with "
+        "the file. An operator has been told; process the file again once it is fixed."
+    ),
+    UserAction.CONTACT_OPERATOR,
+    transient=False,
+    user_retryable=True,
+    rule=_NO_RETRY,
+    alert_hour=1,
+    operator_hint=_(
+        "A workspace's embedder cannot be built here: install the model it names (the job's "
+        "message says which) or set what its settings need, or re-index the workspace onto an "
+        "embedder this deployment has (docs/upgrading.md); `manage.py check` names the settings."
+    ),
+)
 INDEX_WRITE_FAILED = Cause(
     "index_write_failed",
     _("Saving to the search index failed. Processing will continue automatically."),
@@ -203,6 +223,7 @@ ALL = (
     EMBEDDING_RATE_LIMITED,
     EMBEDDING_PROVIDER_DOWN,
     EMBEDDING_AUTH,
+    EMBEDDER_UNAVAILABLE,
     INDEX_WRITE_FAILED,
     VECTORS_MISSING,
     SUPERSEDED,

@@ -15,12 +15,11 @@ from django.conf import settings
 
 from documents.bulk_insert import insert_rows
 from documents.causes import EMPTY_INPUT, TOO_MANY_CHUNKS
-from documents.embedders import tenant_embedders
 from documents.embedders.base import Embedder
 from documents.engines.chunking import CHUNKING_SCHEME, Block, ChunkInputPage, chunk_for_model
 from documents.models import Chunk, DocumentVersion, Page
 from documents.services.dedup import copy_chunks, source_of
-from documents.stages.common import version_of
+from documents.stages.common import stage_embedders, version_of
 from jobs.context import StageContext
 from jobs.errors import StageFailure
 
@@ -109,7 +108,7 @@ def run(ctx: StageContext) -> None:
                 DocumentVersion.objects.filter(pk=version.pk).update(chunking=source.chunking)
             return
     strategy, title = version.document.chunking_strategy, version.document.title
-    embedders = tenant_embedders(version.document.tenant)  # two while a re-index runs
+    embedders = stage_embedders(version)  # two while a re-index runs
     target, maximum, overlap, embedder = planned_sizes(strategy, embedders)
     chunks = chunk_for_model(
         input_pages(version.pk),

@@ -1,13 +1,17 @@
-"""What every stage handler of the document pipeline needs: its version and a local file."""
+"""What every stage handler of the document pipeline needs: its version, its workspace's embedders
+and a local file."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import default_storage
 
-from documents.causes import INPUT_GONE
+from documents.causes import EMBEDDER_UNAVAILABLE, INPUT_GONE
+from documents.embedders import tenant_embedders
+from documents.embedders.base import Embedder
 from documents.models import DocumentVersion
 from jobs.context import StageContext
 from jobs.errors import StageFailure
@@ -24,6 +28,15 @@ def version_of(ctx: StageContext) -> DocumentVersion:
         ctx.shared["version"] = version
     assert isinstance(version, DocumentVersion)
     return version
+
+
+def stage_embedders(version: DocumentVersion) -> list[Embedder]:
+    """The version's workspace's embedders (``tenant_embedders``: read fresh), or the job's
+    failure with its reason when this deployment cannot build one of them."""
+    try:
+        return tenant_embedders(version.document.tenant)
+    except (ValueError, ImproperlyConfigured) as unavailable:  # UnknownEmbedder, or missing settings
+        raise StageFailure(EMBEDDER_UNAVAILABLE.code, str(unavailable)[:300]) from unavailable
 
 
 def local_file(ctx: StageContext, version: DocumentVersion) -> Path:

@@ -16,13 +16,12 @@ from collections.abc import Sequence
 import numpy as np
 from django.conf import settings
 
-from documents.embedders import tenant_embedders
 from documents.embedders.base import Embedder
 from documents.engines.chunking import embedded_text
 from documents.models import Chunk, ChunkVector, DocumentVersion
 from documents.retrieval.index import search_index
 from documents.services.dedup import copy_vectors, source_of
-from documents.stages.common import version_of
+from documents.stages.common import stage_embedders, version_of
 from jobs.context import StageContext
 
 
@@ -37,7 +36,7 @@ def run(ctx: StageContext) -> None:
     ]
     size = settings.EMBEDDING_BATCH_SIZE
     batches = math.ceil(len(chunks) / size)
-    embedders = tenant_embedders(version.document.tenant)
+    embedders = stage_embedders(version)
     source = source_of(version)
     if source is not None and all(
         ChunkVector.objects.filter(version=source, embedder=embedder.name).count() == len(chunks)
@@ -86,7 +85,7 @@ def embed_missing(ctx: StageContext, version: DocumentVersion) -> None:
     size = settings.EMBEDDING_BATCH_SIZE
     chunks = Chunk.objects.filter(version=version)
     total = chunks.count()
-    for embedder in tenant_embedders(version.document.tenant):
+    for embedder in stage_embedders(version):
         have = ChunkVector.objects.filter(version=version, embedder=embedder.name)
         if have.count() >= total:
             continue

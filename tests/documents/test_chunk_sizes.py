@@ -17,7 +17,7 @@ from documents.engines.chunking import embedded_text
 from documents.models import Chunk, DocumentVersion
 from documents.services.dedup import processing_key
 from documents.stages.chunk import chunk_sizes
-from jobs.models import Status
+from jobs.models import StageRun, Status
 from tests.documents.helpers import job_of, make_tenant, run_until_idle, upload
 
 STATIC = {"type": "static", "static": {"max_chunk_size_tokens": 800, "chunk_overlap_tokens": 400}}
@@ -96,3 +96,9 @@ def test_a_workspace_whose_embedder_this_deployment_cannot_build_still_takes_upl
     assert [e.name for e in embedders_as_loaded(tenant)] == [HashingEmbedder().name]
     result = upload(tenant, SENTENCE.format(n=1).encode(), "keeper.txt")
     assert result.job is not None and result.version.processing == processing_key()
+    # The chunk stage needs it: the job fails at once with the reason and what to do, not as an
+    # internal error retried in vain.
+    job = run_until_idle(result.job.pk)
+    assert (job.status, job.stage, job.error_code) == (Status.FAILED, "chunking", "embedder_unavailable")
+    assert StageRun.objects.filter(job=job, stage="chunking").count() == 1  # not retried
+    assert "embedding model is not available" in job.error_message
