@@ -212,6 +212,46 @@ def check_embedder_languages(app_configs: Any = None, **kwargs: Any) -> list[Che
     return [Warning(message, id="documents.W002") for message in advice]
 
 
+def unbuildable_embedders() -> list[tuple[str, str]]:
+    """(tenant slug, embedder name) of each tenant whose active or re-index target embedder this
+    deployment cannot build (a model taken out of the installation, settings it needs missing):
+    its new files fail at the chunk stage (``embedder_unavailable``). One query, each name tried
+    once; at most ``SHOWN``."""
+    usable: dict[str, bool] = {}
+    found = []
+    rows = Tenant.objects.exclude(active_embedder="", target_embedder="").order_by("slug")
+    for slug, *names in rows.values_list("slug", "active_embedder", "target_embedder"):
+        for name in filter(None, names):
+            if name not in usable:
+                try:
+                    embedder_for(name)
+                    usable[name] = True
+                except (ValueError, ImproperlyConfigured):
+                    usable[name] = False
+            if not usable[name]:
+                found.append((slug, name))
+    return found[:SHOWN]
+
+
+@register("health")
+def check_tenant_embedders(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warn about each tenant whose embedder cannot be built here, before its uploads fail."""
+    try:
+        found = unbuildable_embedders()
+    except (DatabaseError, RuntimeError):  # RuntimeError: a test that allows no database
+        return []
+    return [
+        Warning(
+            f"Tenant {slug!r} uses the embedder {name!r}, which this deployment cannot build: its new "
+            "files fail at the chunk stage (embedder_unavailable) and search by meaning cannot run.",
+            hint="Install the model it names or set what its settings need, or re-index the tenant onto "
+            'an embedder this deployment has (docs/upgrading.md, "Choosing the multilingual embedder").',
+            id="documents.W003",
+        )
+        for slug, name in found
+    ]
+
+
 @register(deploy=True)
 def check_object_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """With ``STORAGE_BACKEND=s3``, ``manage.py check --deploy`` asks the bucket once: a wrong

@@ -30,8 +30,10 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
+from documents.causes import EMBEDDER_UNAVAILABLE
 from documents.embedders import embedder_for, tenant_embedder_name
 from documents.embedders.base import embed_queries
 from documents.models import Collection, IndexEntry, Tenant
@@ -111,14 +113,25 @@ def search(
     if viewer is not None and viewer.tenant_id != tenant.pk:
         raise ValueError("the viewer belongs to another tenant")
     # The tenant's active embedder, not the configured one: a settings change must not empty
-    # search; a re-index switches it (documents/kinds/reindex.py).
-    embedder = embedder_for(embedder_name or tenant_embedder_name(tenant))
+    # search; a re-index switches it (documents/kinds/reindex.py). One this deployment cannot
+    # build (a model taken out of the installation: ``documents.W003``) leaves full text working:
+    # hybrid answers from it alone, semantic is unavailable, as when the provider is down.
+    name = embedder_name or tenant_embedder_name(tenant)
+    embedder: Any = None
+    try:
+        embedder = embedder_for(name)
+    except (ValueError, ImproperlyConfigured):  # UnknownEmbedder, or settings it needs
+        if version is not None:
+            raise  # the indexing probe: its stage fails by the cause (the chunk stage already did)
+        if mode == "semantic":
+            raise SearchUnavailable(EMBEDDER_UNAVAILABLE.code) from None
+        log.warning("tenant %s: embedder %r cannot be built here; answering from full text", tenant.pk, name)
     conditions = list(where)
     if filters is not None:
         conditions.append(filter_sql(filters, connection.vendor, "d.attributes"))
     scope = backends.Scope(
         tenant_id=tenant.pk,
-        embedder=embedder.name,
+        embedder=embedder.name if embedder is not None else name,
         version_id=uuid.UUID(str(version)) if version is not None else None,
         document_ids=document_ids,
         collection_ids=collection_ids,
@@ -137,7 +150,7 @@ def search(
     semantic = None
     confidence: dict[str, float] = {}
     floors: dict[str, float] = {}
-    if mode in ("hybrid", "semantic"):
+    if mode in ("hybrid", "semantic") and embedder is not None:
         try:
             semantic = _dense(
                 embedder, scope, query, tokens, k, hybrid=mode == "hybrid", probe=version is not None

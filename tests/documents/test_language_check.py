@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from documents.checks import SAMPLE_DOCUMENTS, cjk_tenants
+from documents.checks import SAMPLE_DOCUMENTS, cjk_tenants, unbuildable_embedders
 from documents.embedders import embedder_for
 from tests.documents.helpers import bulk_published, make_tenant
 from tests.ops.conftest import check_output, health_page
@@ -71,3 +71,35 @@ def test_the_check_costs_the_same_few_queries_for_many_tenants(django_assert_max
     with django_assert_max_num_queries(2):  # the tenants; their latest documents' first entries
         found = cjk_tenants()
     assert sorted(slug for slug, _, _ in found) == sorted(f"t{i}" for i in range(1, 12, 2))[:5]
+
+
+def test_a_tenant_whose_embedder_cannot_be_built_here_is_named_and_its_full_text_still_answers():
+    # A model taken out of the installation (or settings it needs gone): the tenant is named with
+    # what to do before its uploads fail, and its full text keeps answering; meaning cannot.
+    from documents.search import SearchUnavailable, search
+
+    gone = make_tenant("gone-tenant", active_embedder="retired-model-v1")
+    bulk_published(gone, 2, 2, english)
+    make_tenant("moving-tenant", active_embedder=ENGLISH_ONLY, target_embedder="retired-model-v2")
+    make_tenant("fine-tenant", active_embedder=MULTILINGUAL)
+
+    assert unbuildable_embedders() == [
+        ("gone-tenant", "retired-model-v1"),
+        ("moving-tenant", "retired-model-v2"),
+    ]
+    found = check_output()
+    assert found.count("documents.W003") == 2 and "'gone-tenant'" in found and "re-index the tenant" in found
+    assert "fine-tenant" not in found
+    page = health_page()
+    assert "jobs-config-warning" in page and "retired-model-v1" in page
+
+    assert {h.document_title for h in search(gone, "harbour boats weather", k=5, mode="lexical")} == {
+        "log 0",
+        "log 1",
+    }
+    assert {h.document_title for h in search(gone, "harbour boats weather", k=5, mode="hybrid")} == {
+        "log 0",
+        "log 1",
+    }
+    with pytest.raises(SearchUnavailable):
+        search(gone, "harbour boats weather", k=5, mode="semantic")
