@@ -12,11 +12,9 @@ winner is measured as the embedder says (its ``fusion_separation``). Each hit ca
 score, normalised to 0-1 so one threshold means the same in every query, and the rank and score
 it had in each list. No similarity cut can hide a full-text match: the only floor (the
 embedder's ``similarity_floor``, or ``SEARCH_MIN_SCORE`` when set) drops dense candidates that
-share nothing with the query (a cosine at the model's noise level), never a lexical one.
-
-Where the rankings run (SQLite FTS5 + sqlite-vec, PostgreSQL full text + pgvector or its
-fallback) is ``documents.retrieval.backends``.
-"""
+share nothing with the query (a cosine at the model's noise level), never a lexical one. Where
+the rankings run (SQLite FTS5 + sqlite-vec, PostgreSQL full text + pgvector or its fallback) is
+``documents.retrieval.backends``."""
 
 from __future__ import annotations
 
@@ -113,16 +111,14 @@ def search(
     if viewer is not None and viewer.tenant_id != tenant.pk:
         raise ValueError("the viewer belongs to another tenant")
     # The tenant's active embedder, not the configured one: a settings change must not empty
-    # search; a re-index switches it (documents/kinds/reindex.py). One this deployment cannot
-    # build (a model taken out of the installation: ``documents.W003``) leaves full text working:
-    # hybrid answers from it alone, semantic is unavailable, as when the provider is down.
-    name = embedder_name or tenant_embedder_name(tenant)
-    embedder: Any = None
+    # search; a re-index switches it (documents/kinds/reindex.py). One this deployment cannot build
+    # (``documents.W003``) leaves full text answering, as when the embedding provider is down.
+    name, embedder = embedder_name or tenant_embedder_name(tenant), None
     try:
         embedder = embedder_for(name)
     except (ValueError, ImproperlyConfigured):  # UnknownEmbedder, or settings it needs
         if version is not None:
-            raise  # the indexing probe: its stage fails by the cause (the chunk stage already did)
+            raise  # the indexing probe: its stage fails by the cause
         if mode == "semantic":
             raise SearchUnavailable(EMBEDDER_UNAVAILABLE.code) from None
         log.warning("tenant %s: embedder %r cannot be built here; answering from full text", tenant.pk, name)
