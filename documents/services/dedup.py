@@ -30,11 +30,12 @@ from jobs.models import Status
 
 
 def processing_key(chunking: dict[str, Any] | None = None, embedders: Sequence[Embedder] = ()) -> str:
-    """What the outputs depend on besides the bytes: the chunker's sizes and the embedders
-    (``tenant_embedders``: what the chunk stage cuts for and the embedding stage embeds with; the
-    configured one when none are given), and a /v1 static chunking strategy, which replaces the
-    sizes. So a workspace re-indexed onto another model does not copy, for the same bytes, chunks
-    cut for the old one: uploading them again cuts them anew (docs/upgrading.md)."""
+    """What the outputs depend on besides the bytes: the chunker's sizes and the workspace's
+    embedders (what the chunk stage cuts for and the embedding stage embeds with: the upload
+    passes ``embedders_as_loaded``; the configured one when none are given), and a /v1 static
+    chunking strategy, which replaces the sizes. So a workspace re-indexed onto another model
+    does not copy, for the same bytes, chunks cut for the old one: uploading them again cuts them
+    anew (docs/upgrading.md)."""
     embedders = list(embedders) or [configured_embedder()]
     parts: dict[str, Any] = {
         "chunk_target_tokens": settings.CHUNK_TARGET_TOKENS,
