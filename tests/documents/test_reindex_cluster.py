@@ -3,8 +3,8 @@ from the hashing embedder: a worker SIGKILLed mid-embed is taken over and resume
 committed batches end; search answers the same documents before, during and after the kill, and
 after the switch every document is still found, by words and by meaning.
 
-Leases are 3 s and the reaper passes every 0.5 s (``subprocess_env``); the model embeds a few
-chunks per second here, in batches of 4, so the kill lands in the middle.
+Leases are 8 s (the suite's are 3: ``env`` says why) and the reaper passes every 0.5 s; the model
+embeds a few chunks per second here, in batches of 4, so the kill lands in the middle.
 """
 
 from __future__ import annotations
@@ -50,6 +50,10 @@ def env(subprocess_env: dict[str, str], settings, tmp_path: Path) -> dict[str, s
         "EMBEDDING_BATCH_SIZE": "4",
         "JOBS_PROGRESS_EVENT_SECONDS": "0",
         "REINDEX_RETIRE_GRACE_SECONDS": "0",  # the reaper removes the old vectors at its next pass
+        # A lease of 8 s, not the suite's 3: the model's embedding beside other test workers once
+        # kept a worker's heartbeats (every 0.5 s) away for over 3 s, and the worker that took
+        # over was itself taken over. The kill is still found in 8 s.
+        "JOBS_LEASE_SECONDS": "8",
     }
 
 
@@ -86,7 +90,10 @@ def test_a_worker_killed_mid_embed_is_taken_over_and_search_never_goes_dark(
     names = list(JobEvent.objects.filter(job=job, kind="transition").values_list("name", "actor"))
     assert ("take_over", "reaper") in names
     embed_runs = list(StageRun.objects.filter(job=job, stage="embed").order_by("started_at"))
-    assert [r.outcome for r in embed_runs] == ["lost", "advanced"]
+    # The killed run is lost and one run ends the stage; a taking-over worker that misses its
+    # lease on a loaded machine is lost in its turn, never advanced twice.
+    outcomes = [r.outcome for r in embed_runs]
+    assert outcomes[0] == "lost" and outcomes[-1] == "advanced" and set(outcomes[1:-1]) <= {"lost"}, outcomes
     take_over = JobEvent.objects.get(job=job, name="take_over")
     resumed_at = (
         JobEvent.objects.filter(job=job, pk__gt=take_over.pk, name="progress", stage="embed")
