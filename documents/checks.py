@@ -13,7 +13,7 @@ from django.db.models import F, Sum, Window
 from django.db.models.functions import Coalesce, RowNumber, Substr
 
 import documents.sandbox.checks  # noqa: F401  (the sandbox's walls)
-from documents.embedders import configured_embedder, embedder_for
+from documents.embedders import buildable, configured_embedder, embedder_for
 from documents.models import Document, IndexEntry, Tenant
 from documents.retrieval.fusion import cjk_share
 from documents.retrieval.index import search_index
@@ -223,11 +223,7 @@ def unbuildable_embedders() -> list[tuple[str, str]]:
     for slug, *names in rows.values_list("slug", "active_embedder", "target_embedder"):
         for name in filter(None, names):
             if name not in usable:
-                try:
-                    embedder_for(name)
-                    usable[name] = True
-                except (ValueError, ImproperlyConfigured):
-                    usable[name] = False
+                usable[name] = buildable(name) is not None
             if not usable[name]:
                 found.append((slug, name))
     return found[:SHOWN]

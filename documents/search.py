@@ -28,11 +28,10 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from documents.causes import EMBEDDER_UNAVAILABLE
-from documents.embedders import embedder_for, tenant_embedder_name
+from documents.embedders import buildable, embedder_for, tenant_embedder_name
 from documents.embedders.base import embed_queries
 from documents.models import Collection, IndexEntry, Tenant
 from documents.principals import Viewer
@@ -113,14 +112,11 @@ def search(
     # The tenant's active embedder, not the configured one: a settings change must not empty
     # search; a re-index switches it (documents/kinds/reindex.py). One this deployment cannot build
     # (``documents.W003``) leaves full text answering, as when the embedding provider is down.
-    name, embedder = embedder_name or tenant_embedder_name(tenant), None
-    try:
-        embedder = embedder_for(name)
-    except (ValueError, ImproperlyConfigured):  # UnknownEmbedder, or settings it needs
-        if version is not None:
-            raise  # the indexing probe: its stage fails by the cause
+    name = embedder_name or tenant_embedder_name(tenant)
+    embedder = buildable(name) if version is None else embedder_for(name)  # the probe: its stage's cause
+    if embedder is None:
         if mode == "semantic":
-            raise SearchUnavailable(EMBEDDER_UNAVAILABLE.code) from None
+            raise SearchUnavailable(EMBEDDER_UNAVAILABLE.code)
         log.warning("tenant %s: embedder %r cannot be built here; answering from full text", tenant.pk, name)
     conditions = list(where)
     if filters is not None:

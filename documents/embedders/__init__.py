@@ -129,18 +129,27 @@ def tenant_embedder_name(tenant: Tenant) -> str:
     return tenant.active_embedder
 
 
+def buildable(name: str) -> Embedder | None:
+    """:func:`embedder_for`, or None for a name this deployment cannot build: an unknown model
+    (``UnknownEmbedder``) or one whose settings are missing (``ImproperlyConfigured``)."""
+    try:
+        return embedder_for(name)
+    except (ValueError, ImproperlyConfigured):
+        return None
+
+
 def embedders_as_loaded(tenant: Tenant) -> list[Embedder]:
     """:func:`tenant_embedders` as ``tenant``'s loaded row names them, read and written nowhere:
     for what must cost no query (an upload's dedup key, the chunk sizes a waiting file reports).
     A tenant that has not searched yet has no active embedder recorded: the configured one is what
     it gets, as it is for a stored name this deployment cannot build (the stages that need the
     embedder fail the job with the reason; an upload or a report does not fail on it)."""
-    try:
-        active = embedder_for(tenant.active_embedder)
-        if tenant.target_embedder and tenant.target_embedder != active.name:
-            return [active, embedder_for(tenant.target_embedder)]
-    except (ValueError, ImproperlyConfigured):  # UnknownEmbedder, or an embedder's own settings
+    active = buildable(tenant.active_embedder)
+    if active is None:
         return [configured_embedder()]
+    if tenant.target_embedder and tenant.target_embedder != active.name:
+        target = buildable(tenant.target_embedder)
+        return [active, target] if target is not None else [configured_embedder()]
     return [active]
 
 

@@ -39,6 +39,13 @@ def alice(settings, tmp_path) -> tuple[APIClient, list[str], str]:
     return client, ids, str(default_collection(tenant).pk)
 
 
+def eval_search(*args: str) -> str:
+    """What ``manage.py eval_search`` prints with ``args``."""
+    out = StringIO()
+    call_command("eval_search", *args, stdout=out)
+    return out.getvalue()
+
+
 def lines(*items: dict) -> bytes:
     return "\n".join(json.dumps(i) for i in items).encode()
 
@@ -141,37 +148,13 @@ def test_the_command_runs_an_evaluation_and_prints_the_table(alice, tmp_path):
             {"query": "harbour master", "relevant": [ids[0]], "language": "en"},
         )
     )
-    out = StringIO()
-    call_command(
-        "eval_search",
-        "--tenant",
-        "acme",
-        "--query-set",
-        set_id,
-        "--import",
-        str(good),
-        "--inline",
-        stdout=out,
-    )
-    text = out.getvalue()
+    text = eval_search("--tenant", "acme", "--query-set", set_id, "--import", str(good), "--inline")
     assert "imported 2 queries" in text
     assert "mode" in text and "mrr@10" in text
     assert any(line.startswith("lexical   all") and "1.0000" in line for line in text.splitlines())
     # A second run compared with the first: per mode and language the change and its interval.
     first = EvaluationRun.objects.get()
-    out = StringIO()
-    call_command(
-        "eval_search",
-        "--tenant",
-        "acme",
-        "--query-set",
-        set_id,
-        "--inline",
-        "--compare",
-        str(first.pk),
-        stdout=out,
-    )
-    text = out.getvalue()
+    text = eval_search("--tenant", "acme", "--query-set", set_id, "--inline", "--compare", str(first.pk))
     assert f"against {first.pk}: 0 wins, 0 losses, 6 ties (mrr@10)" in text
     assert (
         "  lexical   en  mrr@10 +0.0000 (95 % interval +0.0000 to +0.0000, 2 queries): not clear of the noise"

@@ -15,6 +15,7 @@ from django.conf import settings as django_settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
+from documents.embedders.hashing import HashingEmbedder
 from documents.models import DocumentVersion
 from tests.api.conftest import Caller, drive
 
@@ -177,8 +178,6 @@ def test_before_its_chunks_are_cut_a_file_reports_the_sizes_they_will_be_cut_wit
 ) -> None:
     # The workspace's embedder bounds the settings' sizes (by the sizes it ranks best at, as e5
     # declares, and by its window): the answer while the file waits is the one it gives when done.
-    from documents.embedders.hashing import HashingEmbedder
-
     settings.CHUNK_TARGET_TOKENS, settings.CHUNK_MAX_TOKENS = 350, 500
     monkeypatch.setattr(HashingEmbedder, "chunk_tokens", (60, 80), raising=False)
     client = v1(alice)

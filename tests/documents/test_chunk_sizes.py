@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from documents.embedders import embedders_as_loaded
 from documents.embedders.e5 import E5Embedder
 from documents.embedders.hashing import HashingEmbedder
 from documents.embedders.local import LocalModelEmbedder
 from documents.engines.chunking import embedded_text
-from documents.models import Chunk, DocumentVersion
+from documents.models import Chunk, DocumentVersion, Tenant
 from documents.services.dedup import processing_key
 from documents.stages.chunk import chunk_sizes
 from jobs.models import StageRun, Status
@@ -86,9 +87,6 @@ def test_a_workspace_whose_embedder_this_deployment_cannot_build_still_takes_upl
 ):
     # The dedup key and a waiting file's sizes read the workspace's embedders from its loaded
     # row; a stored name no longer available here is the stages' to report, not the upload's.
-    from documents.embedders import embedders_as_loaded
-    from documents.models import Tenant
-
     settings.MEDIA_ROOT = tmp_path / "media"
     tenant = make_tenant("acme")
     Tenant.objects.filter(pk=tenant.pk).update(active_embedder="retired-model-v1")

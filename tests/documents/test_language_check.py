@@ -10,6 +10,7 @@ import pytest
 
 from documents.checks import SAMPLE_DOCUMENTS, cjk_tenants, unbuildable_embedders
 from documents.embedders import embedder_for
+from documents.search import SearchUnavailable, search
 from tests.documents.helpers import bulk_published, make_tenant
 from tests.ops.conftest import check_output, health_page
 
@@ -76,8 +77,6 @@ def test_the_check_costs_the_same_few_queries_for_many_tenants(django_assert_max
 def test_a_tenant_whose_embedder_cannot_be_built_here_is_named_and_its_full_text_still_answers():
     # A model taken out of the installation (or settings it needs gone): the tenant is named with
     # what to do before its uploads fail, and its full text keeps answering; meaning cannot.
-    from documents.search import SearchUnavailable, search
-
     gone = make_tenant("gone-tenant", active_embedder="retired-model-v1")
     bulk_published(gone, 2, 2, english)
     make_tenant("moving-tenant", active_embedder=ENGLISH_ONLY, target_embedder="retired-model-v2")
